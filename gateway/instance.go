@@ -145,7 +145,7 @@ func (h *holder) migrates(need map[string]int) bool {
 }
 
 // serving says which gateway holds auditLog's lock now (nil when none
-// does). It tries the lock without waiting and lets it go at once; a log
+// does). It tries the lock, shared, without waiting and lets it go at once; a log
 // with no lock file has had no gateway of a release that takes it.
 func serving(auditLog string) (*holder, error) {
 	real, err := filewrite.Resolve(auditLog)
@@ -160,7 +160,9 @@ func serving(auditLog string) (*holder, error) {
 		return nil, fmt.Errorf("audit_log lock: %w", err)
 	}
 	defer f.Close() // read only; closing it releases a lock it took
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	// Shared: only a gateway's exclusive lock refuses it, not another
+	// command's probe at the same moment (review27 D5).
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		b, _ := os.ReadFile(real + ".lock") // only a hint: unreadable, it names no pid
