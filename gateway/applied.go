@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -10,12 +12,17 @@ import (
 )
 
 // applied is the running gateway's record of what it did with its config
-// file, at start and at each reload: <audit_log>.applied.json, beside its
-// instance lock. An operator's command that changed the config reads it
-// (ConfirmApplied) to tell whether the change is in force.
+// file, at start and at each reload (and each retry of a refused one):
+// <audit_log>.applied.json, beside its instance lock. An operator's
+// command that changed the config reads it (ConfirmApplied) to tell
+// whether the change is in force.
 type applied struct {
 	// Config is the SHA-256 (hex) of the config file's bytes it read.
 	Config string `json:"config"`
+	// Read is when it began to read them: a command trusts only a record
+	// of a read after its own write (an older one, of the same bytes,
+	// may be a refusal whose cause is gone).
+	Read time.Time `json:"read"`
 	// Refused is why it did not take them ("": it runs on them); the
 	// previous config stays in force.
 	Refused string `json:"refused,omitempty"`
@@ -31,46 +38,62 @@ type RefusedError struct{ Reason string }
 func (e *RefusedError) Error() string { return e.Reason }
 
 // ErrNotConfirmed is a gateway running on the config's audit log that did
-// not record the config as it is now within the wait: one older than this
-// record writes none, and one that missed the change has not read it.
+// not record a read of the config after the change within the wait: one
+// older than this release writes no record.
 var ErrNotConfirmed = errors.New("the running gateway has not confirmed it took this change")
 
 // noteApplied records what Open or Reload did with the config's bytes of
-// sum (refused: why not). Only the gateway that holds the audit log's lock
-// writes it (a second one, refused at start, must not speak for the
-// running one), and not when it read no bytes.
-func (s *Server) noteApplied(sum string, refused error) {
+// sum, read from read on (refused: why not). Only the gateway that holds
+// the audit log's lock writes it (a second one, refused at start, must
+// not speak for the running one), and not when it read no bytes.
+func (s *Server) noteApplied(sum string, read time.Time, refused error) {
 	if s.instance == nil || s.instance.f == nil || sum == "" {
 		return
 	}
-	a := applied{Config: sum}
+	a := applied{Config: sum, Read: read}
 	if refused != nil {
 		a.Refused = refused.Error()
 	}
-	b, _ := json.Marshal(a) // two strings: it cannot fail
+	b, _ := json.Marshal(a) // strings and a time: it cannot fail
 	if _, err := filewrite.Write(s.instance.applied, append(b, '\n'), 0o600); err != nil {
 		s.Log.Warn("the record of the config in force is not written: an operator's config change cannot be confirmed", "err", err)
 	}
 }
 
 // ConfirmApplied waits up to wait for the gateway running on file's audit
-// log to record that it read file as it is now: nil once it runs on it,
-// or at once when no gateway holds the log's lock (nothing to confirm); a
-// *RefusedError when it refused it; ErrNotConfirmed when it said nothing
-// in time.
-func ConfirmApplied(file string, wait time.Duration) error {
+// log to record a read of file made after since (when the caller began
+// to write it): of the bytes file holds now, or begun after this call
+// read them (a later writer's, which holds the caller's change: two
+// commands at once). It returns nil once the gateway runs on them, or at
+// once when no gateway holds the log's lock (nothing to confirm); a
+// *RefusedError when it refused them; ErrNotConfirmed when it said
+// nothing in time; another error when it cannot tell (one wrapping
+// fs.ErrPermission: this user may not open the lock or the record).
+func ConfirmApplied(file string, since time.Time, wait time.Duration) error {
+	start := time.Now()
 	c, sum, err := loadConfig(file)
 	if err != nil {
 		return err
 	}
 	log, err := filewrite.Resolve(c.AuditLog)
-	if err != nil || !instanceRunning(log) {
-		return nil // no audit log, or no gateway on it
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // a dangling link: no audit log, no gateway on it
+	case err != nil:
+		return fmt.Errorf("audit_log: %w", err)
 	}
+	running, err := instanceRunning(log)
+	if err != nil || !running {
+		return err
+	}
+	record := log + appliedSuffix
 	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
 		var a applied
-		b, err := os.ReadFile(log + appliedSuffix)
-		if err == nil && json.Unmarshal(b, &a) == nil && a.Config == sum {
+		b, err := os.ReadFile(record)
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("the record of the config in force: %w", err)
+		}
+		if err == nil && json.Unmarshal(b, &a) == nil && a.Read.After(since) && (a.Config == sum || a.Read.After(start)) {
 			if a.Refused != "" {
 				return &RefusedError{a.Refused}
 			}

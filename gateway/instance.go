@@ -57,15 +57,21 @@ func lockInstance(auditLog string) (*instanceLock, error) {
 }
 
 // instanceRunning reports whether a gateway holds the lock of the audit
-// log at real (symlinks followed): a non-blocking try, let go at once. A
-// release from before the lock takes none, so it is not seen.
-func instanceRunning(real string) bool {
+// log at real (symlinks followed): a non-blocking try of a shared lock
+// (two commands trying at once do not take each other for a gateway), let
+// go at once. A release from before the lock takes none, so it is not
+// seen. A lock that exists but cannot be opened is an error: whether a
+// gateway runs is not known.
+func instanceRunning(real string) (bool, error) {
 	f, err := os.Open(real + ".lock")
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil // no gateway that takes the lock has run on it
+	}
 	if err != nil {
-		return false // no gateway that takes the lock has run on it
+		return false, fmt.Errorf("audit_log lock: %w", err)
 	}
 	defer f.Close() // which lets go of a lock this took
-	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
+	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK), nil
 }
 
 // flockSoon takes f's lock, waiting up to lockWait while another holds

@@ -107,6 +107,10 @@ type Server struct {
 	// instance is the hold on the audit log (one gateway per log).
 	instance *instanceLock
 
+	// reloadRetry is how often Watch tries a refused config again (0:
+	// the constant reloadRetry); tests set less.
+	reloadRetry time.Duration
+
 	// bodyGrace is how long any body may take beyond its length's time
 	// (bodyTime; 0: the constant bodyGrace); tests set less.
 	bodyGrace time.Duration
@@ -140,6 +144,7 @@ func (s *Server) Open() error {
 	if s.UpstreamToken == nil {
 		s.UpstreamToken = func() string { return "" }
 	}
+	read := time.Now()
 	if err := s.Reload(); err != nil {
 		return err
 	}
@@ -158,7 +163,7 @@ func (s *Server) Open() error {
 	if s.instance, err = lockInstance(cfg.AuditLog); err != nil {
 		return err
 	}
-	s.noteApplied(cfg.sum, nil)
+	s.noteApplied(cfg.sum, read, nil)
 	if err := s.openAudit(cfg); err != nil {
 		s.instance.release()
 		return err
@@ -230,7 +235,8 @@ func (s *Server) openAudit(cfg *Config) error {
 // the old ones. Either outcome is recorded for operators' commands
 // (noteApplied).
 func (s *Server) Reload() error {
-	s.markSeen() // before the read: a change after it is read at the next poll
+	s.markSeen()       // before the read: a change after it is read at the next poll
+	read := time.Now() // the operator's clock, not s.Now: ConfirmApplied compares it
 	c, sum, err := loadConfig(s.ConfigFile)
 	if err == nil {
 		if err = s.state.load(StateFile(s.ConfigFile, c)); err != nil {
@@ -238,7 +244,7 @@ func (s *Server) Reload() error {
 		}
 	}
 	if err != nil {
-		s.noteApplied(sum, err)
+		s.noteApplied(sum, read, err)
 		return err
 	}
 	s.cfg.Store(c)
@@ -249,7 +255,7 @@ func (s *Server) Reload() error {
 	s.eventParams = nil // the upstream may have changed too: asked again
 	s.mu.Unlock()
 	s.rates.reset() // new rates apply at once
-	s.noteApplied(sum, nil)
+	s.noteApplied(sum, read, nil)
 	return nil
 }
 
@@ -264,12 +270,16 @@ func (s *Server) markSeen() {
 }
 
 // Watch reloads when the file changes (polled every 200 ms, so a
-// revocation takes effect within a second, on open streams too), reads the provenance index
-// again when another process (a trash restore) wrote to it, and signs
-// the audit log's unsigned lines when they are due, until ctx ends.
+// revocation takes effect within a second, on open streams too), and
+// every reloadRetry while the last reload failed (a cause outside the
+// file, a state file's permissions, is corrected without saving it);
+// reads the provenance index again when another process (a trash
+// restore) wrote to it; and signs the audit log's unsigned lines when
+// they are due, until ctx ends.
 func (s *Server) Watch(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
+	var r retry
 	for {
 		select {
 		case <-ctx.Done():
@@ -283,19 +293,46 @@ func (s *Server) Watch(ctx context.Context) {
 					s.Log.Error("provenance index not read again (a restore's origins wait)", "err", err)
 				}
 			}
-			s.mu.Lock()
-			seen := s.mtime
-			s.mu.Unlock()
-			if fi, err := os.Stat(s.ConfigFile); err == nil && !fi.ModTime().Equal(seen) {
-				if err := s.Reload(); err != nil {
-					abs, _ := filepath.Abs(s.ConfigFile) // "": the path as given is in err
-					s.Log.Error("config change not applied; the previous config stays", "config", abs, "err", err, "fix", "correct the file; it is read again when saved")
-				} else {
-					s.Log.Info("config reloaded")
-				}
-			}
+			s.reloadIfDue(&r)
 			s.recheckStreams() // a revocation, a change of scope, or a token past its time
 		}
+	}
+}
+
+// retry is Watch's memory of a reload that failed: its error (logged
+// once, not at every try) and when to try again.
+type retry struct {
+	failed string // "": the last reload took the file
+	next   time.Time
+}
+
+// reloadRetry is how often Watch tries a refused config again.
+const reloadRetry = 2 * time.Second
+
+// reloadIfDue reloads when the config file changed or a failed reload is
+// due to be tried again, and logs what came of it: a refusal once per
+// distinct error.
+func (s *Server) reloadIfDue(r *retry) {
+	s.mu.Lock()
+	seen := s.mtime
+	s.mu.Unlock()
+	fi, err := os.Stat(s.ConfigFile)
+	changed := err == nil && !fi.ModTime().Equal(seen)
+	if !changed && (r.failed == "" || time.Now().Before(r.next)) {
+		return
+	}
+	err = s.Reload()
+	switch {
+	case err == nil:
+		s.Log.Info("config reloaded")
+		r.failed = ""
+	case err.Error() != r.failed:
+		abs, _ := filepath.Abs(s.ConfigFile) // "": the path as given is in err
+		s.Log.Error("config change not applied; the previous config stays", "config", abs, "err", err, "fix", "correct what it names; the gateway tries again every few seconds, and at once when the file is saved")
+		r.failed = err.Error()
+	}
+	if err != nil {
+		r.next = time.Now().Add(cmp.Or(s.reloadRetry, reloadRetry))
 	}
 }
 

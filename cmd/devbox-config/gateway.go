@@ -100,11 +100,12 @@ func (g *gatewayConfig) hint(sub string) string { return gateway.Hint(g.file, su
 // file as it is now (gateway.UpdateConfig). change may return an
 // exitError of its own.
 func (g *gatewayConfig) update(change func(*gateway.Config) error) error {
+	since := time.Now() // a record of a read before this write says nothing of it
 	err := gateway.UpdateConfig(g.file, change)
 	var ee exitError
 	switch {
 	case err == nil:
-		return g.confirm()
+		return g.confirm(since)
 	case errors.As(err, &ee):
 		return ee
 	case errors.Is(err, fs.ErrNotExist):
@@ -114,21 +115,23 @@ func (g *gatewayConfig) update(change func(*gateway.Config) error) error {
 }
 
 // confirm says whether the gateway running on the config took the change
-// just written (gateway.ConfirmApplied): nil when it did or when none
-// runs; else an error with exitNotInForce naming what is in force.
-func (g *gatewayConfig) confirm() error {
+// written from since on (gateway.ConfirmApplied): nil when it did or when
+// none runs; else an error with exitNotInForce naming what is in force.
+func (g *gatewayConfig) confirm(since time.Time) error {
 	wait := cmp.Or(g.wait, confirmWait)
-	err := gateway.ConfirmApplied(g.file, wait)
+	err := gateway.ConfirmApplied(g.file, since, wait)
 	var refused *gateway.RefusedError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &refused):
-		return exitError{exitNotInForce, fmt.Errorf("the config is written, but the running gateway refused it, so this change is NOT in force: its previous config stays (a device removed or a token revoked here STILL WORKS, a token issued here is refused) until it takes the file. The gateway's error: %w (fix: correct what it names, and the gateway reads the file again when it is saved; a key it does not know means the gateway is older than this command: restart it on this release)", err)}
+		return exitError{exitNotInForce, fmt.Errorf("the config is written, but the running gateway refused it, so this change is NOT in force: its previous config stays (a device removed or a token revoked here STILL WORKS, a token issued here is refused) until it takes the file. The gateway's error: %w (fix: correct what it names: the gateway tries the file again every few seconds, and at once when it is saved; then check with '%s'. A key it does not know means the gateway is older than this command: restart it on this release's binary)", err, g.hint("device list"))}
 	case errors.Is(err, gateway.ErrNotConfirmed):
-		return exitError{exitNotInForce, fmt.Errorf("the config is written, but %w within %s (a gateway older than this release does not say; its log does): until it does, a device removed or a token revoked here may still work. Restart it, then check with '%s'", err, wait, g.hint("device list"))}
+		return exitError{exitNotInForce, fmt.Errorf("the config is written, but %w within %s (a gateway older than this release does not say; its log does): until it does, a device removed or a token revoked here may still work. Restart it on this release's binary (the older one refuses what this release writes, removed_agents, and would not start), then check with '%s'", err, wait, g.hint("device list"))}
+	case errors.Is(err, fs.ErrPermission):
+		return exitError{exitNotInForce, fmt.Errorf("the config is written, but whether the running gateway took it cannot be told: %w (the gateway keeps its lock and its record in its audit directory, which this user may not read). Until it is checked, a device removed or a token revoked here may still work: check as the gateway's user or root with '%s', and in the gateway's log ('config change not applied' is a refusal)", err, g.hint("device list"))}
 	}
-	return failed(fmt.Errorf("the config is written, but whether the running gateway took it is not known: %w", err))
+	return exitError{exitNotInForce, fmt.Errorf("the config is written, but whether the running gateway took it is not known: %w", err)}
 }
 
 // load reads the config with the gateway's state folded in.

@@ -294,7 +294,25 @@ func listDevices(g *gatewayConfig, stdout, stderr io.Writer) error {
 	for _, why := range c.UnreachableAgents() {
 		fmt.Fprintf(stderr, "warning: %s: %s\n", g.file, why)
 	}
+	warnNotInForce(g, stderr)
 	return nil
+}
+
+// warnNotInForce warns when a gateway runs on the config but is not known
+// to enforce the file as it is (it lists what the file says): it refused
+// it, said nothing, or this user may not read what it said.
+func warnNotInForce(g *gatewayConfig, stderr io.Writer) {
+	err := gateway.ConfirmApplied(g.file, time.Time{}, cmp.Or(g.wait, confirmWait))
+	var refused *gateway.RefusedError
+	switch {
+	case err == nil:
+		return
+	case errors.As(err, &refused):
+		err = fmt.Errorf("the running gateway refused this file and enforces its previous config: %w", err)
+	case errors.Is(err, gateway.ErrNotConfirmed):
+		err = fmt.Errorf("%w (a gateway older than this release does not say; its log does)", err)
+	}
+	fmt.Fprintf(stderr, "warning: %s: this lists the file; the running gateway is not known to enforce it: %v\n", g.file, err)
 }
 
 // tokenState is a token's state for `device list`: live, revoked or
