@@ -59,6 +59,9 @@ func CheckValues(t Tool, args map[string]any) error {
 // an older edge's queued writes). MemPalace itself reads neither key.
 func stampKey(args map[string]any) error {
 	meta, _ := args["metadata"].(map[string]any)
+	if len(meta) == 0 {
+		return nil // most calls: nothing to build (every write of the edge and the gateway runs this)
+	}
 	at := map[string]any{}
 	for k, v := range meta {
 		at[k] = v

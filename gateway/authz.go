@@ -61,19 +61,27 @@ func (d *Device) readsSome() bool { return len(d.Read) > 0 || d.instructions != 
 // nor one the config does not hold at all (attack85 F10: removed by a
 // release that kept no removed_devices, or deleted by hand).
 func (d *Device) trusts(id string) bool {
-	if removed, unlisted := d.gone(id); removed || unlisted {
-		return false
+	if d.outside(id) {
+		return false // removed, or never in the config
 	}
 	return d.Trusts == nil || id == d.ID || (id != origin.Unknown && slices.Contains(d.Trusts, id))
 }
 
-// gone reports whether device id is a removed device of the config, or
-// one it does not hold (unlisted); records of unknown origin are neither.
+// outside reports a device id the config does not hold as a device now
+// (a removed one is never a live one); unknown origin is not a device.
+// A map look-up: it runs for every record a read answers.
+func (d *Device) outside(id string) bool {
+	return id != origin.Unknown && id != d.ID && !d.live[id]
+}
+
+// gone says why device id is outside the config: removed (the config's
+// removed devices) or unlisted (neither live nor removed).
 func (d *Device) gone(id string) (removed, unlisted bool) {
-	if slices.Contains(d.removed, id) {
-		return true, false
+	if !d.outside(id) {
+		return false, false
 	}
-	return false, id != origin.Unknown && id != d.ID && !d.live[id]
+	removed = slices.Contains(d.removed, id)
+	return removed, !removed
 }
 
 // goneOf is the device among o's device and via that is removed, and

@@ -56,24 +56,6 @@ func lockInstance(auditLog string) (*instanceLock, error) {
 	return &instanceLock{f: f, applied: real + appliedSuffix}, nil
 }
 
-// instanceRunning reports whether a gateway holds the lock of the audit
-// log at real (symlinks followed): a non-blocking try of a shared lock
-// (two commands trying at once do not take each other for a gateway), let
-// go at once. A release from before the lock takes none, so it is not
-// seen. A lock that exists but cannot be opened is an error: whether a
-// gateway runs is not known.
-func instanceRunning(real string) (bool, error) {
-	f, err := os.Open(real + ".lock")
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil // no gateway that takes the lock has run on it
-	}
-	if err != nil {
-		return false, fmt.Errorf("audit_log lock: %w", err)
-	}
-	defer f.Close() // which lets go of a lock this took
-	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK), nil
-}
-
 // flockSoon takes f's lock, waiting up to lockWait while another holds
 // it: a lock this process just released can still be held for a moment
 // by a child being forked (the descriptor is shared until its exec
@@ -151,13 +133,23 @@ func (h *holder) migrates(need map[string]int) bool {
 }
 
 // serving says which gateway holds auditLog's lock now (nil when none
-// does). It tries the lock, shared, without waiting and lets it go at once; a log
-// with no lock file has had no gateway of a release that takes it.
+// does): holderAt of the log, symlinks followed.
 func serving(auditLog string) (*holder, error) {
 	real, err := filewrite.Resolve(auditLog)
 	if err != nil {
 		return nil, fmt.Errorf("audit_log: %w", err)
 	}
+	return holderAt(real)
+}
+
+// holderAt says which gateway holds the lock of the audit log at real
+// (nil when none does). It tries the lock, shared, without waiting and
+// lets it go at once: only a gateway's exclusive lock refuses it, not
+// another command's probe at the same moment (review27 D5). A log with no
+// lock file has had no gateway of a release that takes it; a lock that
+// exists but cannot be opened is an error (fs.ErrPermission: whether a
+// gateway runs is not known to this user).
+func holderAt(real string) (*holder, error) {
 	f, err := os.Open(real + ".lock")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -166,8 +158,6 @@ func serving(auditLog string) (*holder, error) {
 		return nil, fmt.Errorf("audit_log lock: %w", err)
 	}
 	defer f.Close() // read only; closing it releases a lock it took
-	// Shared: only a gateway's exclusive lock refuses it, not another
-	// command's probe at the same moment (review27 D5).
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):

@@ -300,9 +300,11 @@ func listDevices(g *gatewayConfig, stdout, stderr io.Writer) error {
 
 // warnNotInForce warns when a gateway runs on the config but is not known
 // to enforce the file as it is (it lists what the file says): it refused
-// it, said nothing, or this user may not read what it said.
+// it, said nothing, or this user may not read what it said. One look, no
+// wait: a listing changes nothing for the gateway to confirm, and an
+// older gateway, which never records, would hold every listing up.
 func warnNotInForce(g *gatewayConfig, stderr io.Writer) {
-	err := gateway.ConfirmApplied(g.file, time.Time{}, cmp.Or(g.wait, confirmWait))
+	err := gateway.ConfirmApplied(g.file, time.Time{}, 0)
 	var refused *gateway.RefusedError
 	switch {
 	case err == nil:
