@@ -312,7 +312,7 @@ func warnNotInForce(g *gatewayConfig, stderr io.Writer) {
 	case errors.As(err, &refused):
 		err = fmt.Errorf("the running gateway refused this file and enforces its previous config: %w", err)
 	case errors.Is(err, gateway.ErrNotConfirmed):
-		err = fmt.Errorf("%w (a gateway older than this release does not say; its log does)", err)
+		err = errors.New("it has recorded no read of the file as it is now (a gateway older than this release records none; its log says whether it took it)")
 	}
 	fmt.Fprintf(stderr, "warning: %s: this lists the file; the running gateway is not known to enforce it: %v\n", g.file, err)
 }
