@@ -10,6 +10,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
@@ -73,15 +74,15 @@ func callMeta(ctx context.Context, tool string) mcp.Meta {
 	return meta
 }
 
-// Device is the device a gateway names this token, from its answer to
-// the session's handshake (every authenticated answer says it; "": no
+// Device is what a gateway says of this token, from its answer to the
+// session's handshake (every authenticated answer says it; ID "": no
 // gateway, or the primary not reached: the send then fails on its own).
-func (a primaryAdapter) Device(ctx context.Context) string {
+func (a primaryAdapter) Device(ctx context.Context) deviceinfo.Info {
 	if _, err := a.p.sessionFor(ctx); err != nil {
-		return "" // the send that follows meets the same failure and records it
+		return deviceinfo.Info{} // the send that follows meets the same failure and records it
 	}
 	in, _ := a.p.Device()
-	return in.ID
+	return in
 }
 
 func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {

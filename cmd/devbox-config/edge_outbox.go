@@ -293,7 +293,7 @@ func tokenDevice(s *outbox.Store, cfg edge.Config) func(context.Context) (string
 		ctx, cancel := context.WithTimeout(ctx, 2*cfg.CallTimeout)
 		defer cancel()
 		if dt, ok := edge.FlushTarget(p).(outbox.DeviceTarget); ok {
-			if dev := dt.Device(ctx); dev != "" {
+			if dev := dt.Device(ctx).ID; dev != "" {
 				return dev, nil
 			}
 		}

@@ -65,7 +65,7 @@ func (s *Store) setUp(o Options) error {
 		return err
 	}
 	if unstamped { // an edge before ops recorded the device they were queued as
-		if _, err := tx.ExecContext(ctx, queuedAsOrigin); err != nil {
+		if _, err := tx.ExecContext(ctx, queuedAsSeen); err != nil {
 			return fmt.Errorf("migrating an older outbox's ops: %w", err)
 		}
 	}
@@ -92,7 +92,7 @@ func addColumns(ctx context.Context, tx *sql.Tx) error {
 	}
 	if unstamped, err := columnMissing(tx, "ops", "token_device"); err != nil {
 		return err
-	} else if unstamped { // an edge before ops recorded the gateway's device: queuedAsOrigin fills it
+	} else if unstamped { // an edge before ops recorded the gateway's device: queuedAsSeen fills it
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE ops ADD COLUMN token_device TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("migrating an older outbox's ops: %w", err)
 		}
@@ -120,15 +120,17 @@ func addColumns(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// queuedAsOrigin records each op of an edge from before ops recorded the
-// device they were queued as (Op.TokenDevice) as queued as its origin
-// device, where that is a device id: the device that edge stamped on it
-// (added_by too), which is held as any other (otherdevice.go) when the
-// gateway now names the token another (a removed device's writes in a
-// devbox upgraded and given another device's token: attack83 F6). An op
-// with none records none.
-const queuedAsOrigin = `UPDATE ops SET token_device=origin_device WHERE token_device='' AND length(origin_device) BETWEEN 1 AND 64
-	AND origin_device GLOB '[A-Za-z0-9]*' AND origin_device NOT GLOB '*[^A-Za-z0-9._-]*'`
+// queuedAsSeen records each op of an edge from before ops recorded the
+// device they were queued as (Op.TokenDevice) as queued as the device
+// that edge last heard the gateway name its token (MetaDeviceSeen), where
+// it kept one: only the gateway's word counts, never .env's
+// MEMPALACE_ORIGIN_DEVICE, which need not be the token's id (a uuid; doctor
+// only warns). An op of an edge that kept none records none: it is sent
+// as the device the gateway names the token, unless the gateway lists the
+// device it was stamped with as removed (otherDevice: a removed device's
+// writes in a devbox upgraded and given another device's token, attack83 F6).
+const queuedAsSeen = `UPDATE ops SET token_device=COALESCE((SELECT CAST(json_extract(value,'$.id') AS TEXT) FROM meta
+	WHERE key='device_seen' AND json_valid(value)), '') WHERE token_device=''`
 
 // incrementalVacuum turns on incremental vacuum in a file made before it,
 // rewriting the file once.

@@ -9,19 +9,23 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // gatewayNaming is a gateway that names the edge's token dev and files
 // what it is sent.
 type gatewayNaming struct {
-	dev  string
-	mu   sync.Mutex
-	sent []string
+	dev     string
+	removed []string
+	mu      sync.Mutex
+	sent    []string
 }
 
-func (g *gatewayNaming) Up() bool                          { return true }
-func (g *gatewayNaming) Device(ctx context.Context) string { return g.dev }
+func (g *gatewayNaming) Up() bool { return true }
+func (g *gatewayNaming) Device(ctx context.Context) deviceinfo.Info {
+	return deviceinfo.Info{ID: g.dev, Removed: g.removed}
+}
 func (g *gatewayNaming) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	var a struct{ Content string }
 	json.Unmarshal(args, &a) // a payload of the fixture's: an object
@@ -35,11 +39,11 @@ func (g *gatewayNaming) Call(ctx context.Context, tool string, args json.RawMess
 // the device they were queued as (9afaa28, f0f9e9f), holding a removed
 // device's writes, migrated when the devbox is upgraded and given another
 // device's token. The migration left them recording no device, and the
-// flusher sent them as the new one. Now each op is recorded as queued as
-// its origin device (what that edge stamped, added_by too), so one the
-// gateway now names another is held, dead (other-device), never sent; an
-// op queued with no origin device records none and is sent. (It failed
-// before: both devF writes were sent as devG.)
+// flusher sent them as the new one. Now an op recording none whose
+// stamped device the gateway lists as removed is held, dead
+// (other-device), recorded as queued as that device, never sent; an op
+// queued with no origin device is sent. (It failed before a116ed3: both
+// devF writes were sent as devG.)
 func TestAnOlderOutboxsOpsAreHeldAsTheDeviceThatQueuedThem(t *testing.T) {
 	t.Parallel()
 	sqlText, err := os.ReadFile(filepath.Join("testdata", "outbox-9afaa28.sql"))
@@ -62,12 +66,7 @@ func TestAnOlderOutboxsOpsAreHeldAsTheDeviceThatQueuedThem(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	for seq, want := range map[int64]string{1: "devF", 2: "devF", 3: "devF", 4: ""} {
-		if op, err := s.Get(ctx, seq); err != nil || op.TokenDevice != want {
-			t.Errorf("op %d migrated as queued as %q (%v), want %q", seq, op.TokenDevice, err, want)
-		}
-	}
-	g := &gatewayNaming{dev: "devG"}
+	g := &gatewayNaming{dev: "devG", removed: []string{"devF"}}
 	if _, err := (&outbox.Flusher{S: s, P: g}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -85,5 +84,51 @@ func TestAnOlderOutboxsOpsAreHeldAsTheDeviceThatQueuedThem(t *testing.T) {
 	}
 	if len(dead) != 2 {
 		t.Errorf("%d ops held, want devF's 2: %+v", len(dead), dead)
+	}
+}
+
+// Reviewer 27 D1: an older edge stamped its ops with .env's
+// MEMPALACE_ORIGIN_DEVICE, which need not be the gateway's id for the
+// token (a uuid, as the ladder's hint makes one; doctor only warns). The
+// upgrade recorded each op as queued as that id, and the flusher then held
+// every one ("queued as device <uuid>; the gateway names this token
+// laptop"). Only what the gateway said counts: the device header the old
+// edge kept, where it kept one; else none, and the ops are sent as before.
+func TestAnOlderOutboxsOpsStampedWithAnotherEnvIDAreSent(t *testing.T) {
+	t.Parallel()
+	sqlText, err := os.ReadFile(filepath.Join("testdata", "outbox-9afaa28.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uuid = "0b9e3c1a-5d2f-4e8a-9c71-3f6d2b8a4e10"
+	for name, kept := range map[string]string{
+		"no header kept":     "",
+		"the header it kept": `INSERT INTO meta(key, value) VALUES('device_seen', '{"version":1,"id":"laptop","label":"lap"}');`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), outbox.FileName)
+			db, err := sqlitewal.Open(path, "FULL")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = db.Exec(string(sqlText) + `;UPDATE ops SET origin_device='` + uuid + `';` + kept)
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := outbox.Open(path, uuid, "lap")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			g := &gatewayNaming{dev: "laptop"}
+			if _, err := (&outbox.Flusher{S: s, P: g}).Drain(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if dead, err := s.List(context.Background(), 10, outbox.Dead); err != nil || len(dead) != 0 || len(g.sent) != 3 {
+				t.Errorf("sent %q; %d held (%v), want the 3 queued ops sent", g.sent, len(dead), err)
+			}
+		})
 	}
 }

@@ -85,8 +85,9 @@ type Op struct {
 	// TokenDevice is the device the gateway named this edge's token when
 	// the op was queued, as last heard for the token it is queued with
 	// (KeepDeviceSeen; "": no gateway answer heard under it yet, or none
-	// behind the primary). An op whose TokenDevice the
-	// gateway no longer names the token is held (otherdevice.go).
+	// behind the primary). An op whose TokenDevice the gateway no longer
+	// names the token is held, and so is one recording none whose
+	// OriginDevice the gateway lists as removed (otherdevice.go).
 	TokenDevice string `json:"token_device,omitempty"`
 	// unnamed are the diary entry ids an attempt's payload names whose
 	// copy on the primary is not known (primaryIDs): a delete the primary

@@ -1,12 +1,16 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // MetaDeviceSeen is the meta key under which the edge keeps the
@@ -69,52 +73,63 @@ func (s *Store) KeepDeviceSeen(ctx context.Context, header, id string) error {
 	return tx.Commit()
 }
 
-// DeviceTarget is a Primary that knows the device a devbox-config gateway
-// names its token ("": no gateway, a plain mempalace serve, or the
-// primary not reached: the send that follows fails on its own).
+// DeviceTarget is a Primary that knows what a devbox-config gateway says
+// of its token (its Devbox-Config-Device header; ID "": no gateway, a
+// plain mempalace serve, or the primary not reached: the send that
+// follows fails on its own).
 type DeviceTarget interface {
-	Device(ctx context.Context) string
+	Device(ctx context.Context) deviceinfo.Info
 }
 
-// otherDevice is the device the gateway names this token when it is not
-// the one it named it when op was queued ("": the same, not known then
-// or now, or no gateway). What .env says (MEMPALACE_ORIGIN_DEVICE) plays
-// no part: only the gateway's word on the token. A join's ops are never
-// held: --origin-device may name another device on purpose (an admin
-// joining for it), and the gateway decides that.
+// otherDevice is the device the gateway names this token when op is not
+// to be sent as it ("": send it): the gateway named the token another
+// when op was queued, or, for an op queued before it named any (none
+// heard yet, or an outbox an older edge kept without recording it), the
+// device op was stamped with is one the gateway lists as removed (a
+// removed device's writes in a devbox given another device's token,
+// attack83 F6). Otherwise what .env says (MEMPALACE_ORIGIN_DEVICE) plays
+// no part: only the gateway's word. A join's ops are never held:
+// --origin-device may name another device on purpose (an admin joining
+// for it), and the gateway decides that.
 func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 	dt, ok := f.P.(DeviceTarget)
-	if !ok || f.History || op.TokenDevice == "" {
+	if !ok || f.History || queuedAs(op) == "" {
 		return ""
 	}
 	dctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
 	defer cancel()
-	if dev := dt.Device(dctx); dev != "" && dev != op.TokenDevice {
-		return dev
+	in := dt.Device(dctx)
+	if in.ID != "" && in.ID != queuedAs(op) && (op.TokenDevice != "" || slices.Contains(in.Removed, op.OriginDevice)) {
+		return in.ID
 	}
 	return ""
 }
 
-// holdForDevice makes op dead, unsent, as queued while the gateway named
-// the token another device than the one it names it now (OtherDevice): its writes
-// are not sent as that device until an operator says so. An op that may
-// have landed keeps saying so.
+// queuedAs is the device op counts as queued as: the one the gateway
+// named the token then, else the one it was stamped with.
+func queuedAs(op Op) string { return cmp.Or(op.TokenDevice, op.OriginDevice) }
+
+// holdForDevice makes op dead, unsent, as queued as another device than
+// the one the gateway names the token now (OtherDevice), and records it
+// as queued as that one (queuedAs): its writes are not sent as dev until
+// an operator says so. An op that may have landed keeps saying so.
 func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
-	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", op.TokenDevice, dev)
+	as := queuedAs(op)
+	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", as, dev)
 	ej, err := json.Marshal(map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()})
 	if err != nil {
 		ej = []byte(`{"kind":"` + OtherDevice.String() + `"}`) // a name JSON cannot encode; a retry asks the gateway again
 	}
 	err = f.fenced(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=(maybe_applied OR state='inflight'), state='dead', error_json=? WHERE local_seq=? AND state IN ('queued','inflight')`,
-			string(ej), op.LocalSeq)
+		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=(maybe_applied OR state='inflight'), state='dead', error_json=?, token_device=? WHERE local_seq=? AND state IN ('queued','inflight')`,
+			string(ej), as, op.LocalSeq)
 		return err
 	})
 	if err != nil {
 		f.Log.Error("outbox: an op queued as another device not recorded as held; it is not sent", "op", op.Short(), "err", err)
 		return
 	}
-	f.Log.Error("outbox op held: queued as another device than the gateway names this token; `devbox-config edge status` says whose it is: one queued before this outbox was copied is the original machine's to send (`devbox-config edge outbox drop`; `retry --force` if the original is gone for good and never sent it), one this machine wrote is sent as "+dev+" by `retry`", "op", op.Short(), "tool", op.Tool, "queued_as", op.TokenDevice, "token_is", dev)
+	f.Log.Error("outbox op held: queued as another device than the gateway names this token; `devbox-config edge status` says whose it is: one queued before this outbox was copied is the original machine's to send (`devbox-config edge outbox drop`; `retry --force` if the original is gone for good and never sent it), one this machine wrote is sent as "+dev+" by `retry`", "op", op.Short(), "tool", op.Tool, "queued_as", as, "token_is", dev)
 	f.S.notices.Add(1)
 	f.S.notify(op.ID)
 }
