@@ -10,15 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 )
 
-// heldPrimary holds its first add_drawer until answer says how it ends
+// heldPrimary holds its first call of tool until answer says how it ends
 // (lost: the connection drops after the request left; else the palace's
-// answer, the write landed); every other call, and every later add, goes
-// to the palace at once. adds counts the add_drawer calls.
+// answer); every other call, and every later one of tool, goes to the
+// palace at once. adds counts the calls of tool.
 type heldPrimary struct {
+	tool   string
 	mem    memPrimary
 	called chan struct{}
 	answer chan bool // true: lost
@@ -28,7 +30,7 @@ type heldPrimary struct {
 func (p heldPrimary) Up() bool { return true }
 
 func (p heldPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	if tool != "mempalace_add_drawer" || p.adds.Add(1) > 1 {
+	if tool != p.tool || p.adds.Add(1) > 1 {
 		return p.mem.Call(ctx, tool, args)
 	}
 	close(p.called)
@@ -51,6 +53,21 @@ func (p heldPrimary) Call(ctx context.Context, tool string, args json.RawMessage
 // got, and operator's error.
 func settledInFlight(t *testing.T, lost bool, operator func(*outbox.Store, string) error) (outbox.Op, int32, error) {
 	t.Helper()
+	return settledInFlightOf(t, inFlight{write: outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"a write the operator does not want on the primary"}`)}}, lost, operator)
+}
+
+// inFlight is the write settledInFlightOf queues, and what it does
+// before the send (setUp: with the primary's palace and the op queued)
+// and after it (check: with the outbox).
+type inFlight struct {
+	write outbox.Write
+	setUp func(*fakepalace.Palace, *outbox.Store, outbox.Op)
+	check func(*outbox.Store)
+}
+
+// settledInFlightOf is settledInFlight of c's write.
+func settledInFlightOf(t *testing.T, c inFlight, lost bool, operator func(*outbox.Store, string) error) (outbox.Op, int32, error) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
 	edge, err := outbox.Open(path, "dev", "lab")
 	if err != nil {
@@ -63,12 +80,15 @@ func settledInFlight(t *testing.T, lost bool, operator func(*outbox.Store, strin
 	}
 	defer cli.Close()
 	ctx := context.Background()
-	op, err := edge.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"a write the operator does not want on the primary"}`)})
+	op, err := edge.Enqueue(ctx, c.write)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pl, _ := fakepalace.New(fakepalace.Options{})
-	p := heldPrimary{mem: memPrimary{pl}, called: make(chan struct{}), answer: make(chan bool, 1), adds: new(atomic.Int32)}
+	if c.setUp != nil {
+		c.setUp(pl, edge, op)
+	}
+	p := heldPrimary{tool: c.write.Name, mem: memPrimary{pl}, called: make(chan struct{}), answer: make(chan bool, 1), adds: new(atomic.Int32)}
 	drained := make(chan error, 1)
 	go func() {
 		_, err := (&outbox.Flusher{S: edge, P: p, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}).Drain(ctx)
@@ -87,6 +107,9 @@ func settledInFlight(t *testing.T, lost bool, operator func(*outbox.Store, strin
 	got, err := cli.GetByID(ctx, op.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.check != nil {
+		c.check(cli)
 	}
 	return got, p.adds.Load(), opErr
 }
@@ -174,5 +197,60 @@ func TestRetryOfAnOpInFlightIsRefused(t *testing.T) {
 	}
 	if got.State != outbox.Done || len(got.Error) != 0 || adds != 1 {
 		t.Errorf("the op is %s (%s) after %d sends, want done by its one send", got.State, got.Error, adds)
+	}
+}
+
+// deleteInFlight is a delete of a drawer with its tombstone, the drawer
+// on the primary if there.
+func deleteInFlight(t *testing.T, there bool, check func(*outbox.Store)) inFlight {
+	id := catalogue.DrawerID("w", "r", "the drawer the delete removes")
+	return inFlight{
+		write: outbox.Write{Name: "mempalace_delete_drawer", Payload: []byte(`{"drawer_id":"` + id + `"}`)},
+		setUp: func(pl *fakepalace.Palace, s *outbox.Store, op outbox.Op) {
+			ctx := context.Background()
+			if there {
+				if res, err := (memPrimary{pl}).Call(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"the drawer the delete removes"}`)); err != nil || res["drawer_id"] != id {
+					t.Fatalf("the drawer on the primary: %v %v, want %s", res, err, id)
+				}
+			}
+			if err := s.TombstonesSent(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: id}}, op.ID); err != nil {
+				t.Fatal(err)
+			}
+		},
+		check: check,
+	}
+}
+
+// Reviewer 27 D3: a dropped delete whose send in flight landed is noted
+// as landed, and what follows a delete the primary took follows it too:
+// its tombstone goes (the primary's copy is gone) and last_flush says a
+// send got through. (It failed before: the tombstone and an unset
+// last_flush stayed as if the delete had never been sent.)
+func TestADropWhileInFlightOfADeleteThatLandsEndsItsTombstone(t *testing.T) {
+	t.Parallel()
+	got, _, err := settledInFlightOf(t, deleteInFlight(t, true, func(s *outbox.Store) {
+		ts, err := s.Tombstones(context.Background())
+		st, serr := s.Stats(context.Background())
+		if err != nil || serr != nil || len(ts) != 0 || st.LastFlush == nil {
+			t.Errorf("after the dropped delete landed: tombstones %+v (%v), last flush %v (%v), want none and a last flush", ts, err, st.LastFlush, serr)
+		}
+	}), false, drop)
+	if f := outbox.FailureOf(got.Error); err != nil || got.State != outbox.Done || f.Kind != outbox.Dropped || !strings.HasSuffix(f.Message, outbox.Landed) {
+		t.Errorf("the dropped delete whose send landed is %s (%s, %v), want done, dropped, noted as landed", got.State, got.Error, err)
+	}
+}
+
+// Reviewer 27 D3: a dropped delete whose send in flight found the drawer
+// gone already did not land: the note says what the primary answered,
+// not that it landed. (It failed before: "it landed there", landed true.)
+func TestADropWhileInFlightIsNotNotedLandedForAnAnswerThatIsNoLanding(t *testing.T) {
+	t.Parallel()
+	got, _, err := settledInFlightOf(t, deleteInFlight(t, false, nil), false, drop)
+	f := outbox.FailureOf(got.Error)
+	if err != nil || got.State != outbox.Done || f.Kind != outbox.Dropped || strings.Contains(f.Message, outbox.Landed) || strings.Contains(string(got.Error), `"landed":true`) {
+		t.Errorf("the dropped delete whose drawer was gone is %s (%s, %v), want done, dropped, not noted as landed", got.State, got.Error, err)
+	}
+	if !strings.Contains(f.Message, "already gone on the primary") {
+		t.Errorf("the dropped delete's note %q does not say what the primary answered", f.Message)
 	}
 }

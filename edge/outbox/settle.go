@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -293,20 +294,33 @@ func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, resul
 }
 
 // settleSent is settleDone of the op a send answered, as the flusher left
-// it (leftAs); recorded false: an operator settled it meanwhile. A drop
-// or delivered stays, and the answer is noted on it: its result, and its
-// message says the send landed (Landed); a retry's queued op is sent again.
-func settleSent(ctx context.Context, tx *sql.Tx, op Op, now time.Time, result, errJSON string) (recorded bool, err error) {
+// it (leftAs), note its error_json ("": the write landed); recorded false:
+// an operator settled it meanwhile. A drop or delivered stays, and the
+// answer is noted on it: its result, and its message says the send landed
+// (Landed), or what the primary answered instead (note's message: an
+// object already gone, a checkpoint with items left out); as for an op
+// settled by its answer, an answer the primary gave (result) ends its
+// tombstones and sets last_flush (tookIt). A retry's queued op is sent
+// again.
+func settleSent(ctx context.Context, tx *sql.Tx, op Op, now time.Time, result, note string) (recorded bool, err error) {
 	recorded, err = asLeft(tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=COALESCE(NULLIF(?, ''), result_json), error_json=NULLIF(?, '') WHERE `+leftAs,
-		now.UnixMilli(), result, errJSON, op.LocalSeq, op.State.String(), op.Attempts))
-	if err != nil || !recorded {
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `UPDATE ops SET result_json=COALESCE(NULLIF(?, ''), result_json), error_json=json_set(error_json, '$.message', json_extract(error_json, '$.message')||?, '$.landed', json('true'))
-				WHERE local_seq=? AND state='done' AND json_valid(error_json)`, result, Landed, op.LocalSeq)
-		}
+		now.UnixMilli(), result, note, op.LocalSeq, op.State.String(), op.Attempts))
+	if err != nil {
 		return false, err
 	}
-	return true, freeDone(ctx, tx, op.LocalSeq, now, result)
+	if recorded {
+		return true, freeDone(ctx, tx, op.LocalSeq, now, result)
+	}
+	said := Landed
+	if note != "" {
+		said = "; the send in flight at the time reached the primary, which answered: " + FailureOf(json.RawMessage(note)).Message
+	}
+	noted, err := asLeft(tx.ExecContext(ctx, `UPDATE ops SET result_json=COALESCE(NULLIF(?, ''), result_json), error_json=json_set(error_json, '$.message', json_extract(error_json, '$.message')||?, '$.landed', json(?))
+		WHERE local_seq=? AND state='done' AND json_valid(error_json)`, result, said, strconv.FormatBool(note == ""), op.LocalSeq))
+	if err != nil || !noted || result == "" {
+		return false, err
+	}
+	return false, tookIt(ctx, tx, op.LocalSeq, now)
 }
 
 // Landed ends the message of an op an operator settled (dropped,
@@ -314,7 +328,7 @@ func settleSent(ctx context.Context, tx *sql.Tx, op Op, now time.Time, result, e
 const Landed = "; but the send in flight at the time reached the primary: it landed there"
 
 // freeDone is what follows an op marked done: its causal keys freed,
-// and for an op the primary took (result), its tombstones and last_flush.
+// and for an op the primary took (result), tookIt.
 func freeDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, result string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, seq); err != nil {
 		return err
@@ -322,7 +336,12 @@ func freeDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, result 
 	if result == "" {
 		return nil
 	}
-	// A delete the primary took: its tombstones' work is done there.
+	return tookIt(ctx, tx, seq, now)
+}
+
+// tookIt is what follows an op the primary took: a delete's tombstones
+// have done their work there, and last_flush is now.
+func tookIt(ctx context.Context, tx *sql.Tx, seq int64, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE op_id<>'' AND op_id=(SELECT op_id FROM ops WHERE local_seq=?)`, seq); err != nil {
 		return err
 	}

@@ -27,9 +27,9 @@ import (
 // write_op, this device's diary_write of it still unsent at the delete,
 // whose answer (ops.result_json) names the copy once it lands. The same
 // text written again is another copy, never hidden. Any tombstone goes
-// once the delete it rode with reached the primary (settleDone: the
-// primary's copy is gone then, in its gateway's trash). An operator's drop
-// or delivered leaves it.
+// once the delete it rode with reached the primary (tookIt: the primary's
+// copy is gone then, in its gateway's trash), a send in flight at an
+// operator's drop or delivered too. The drop or delivered leaves it.
 const tombstoneSchema = `
 CREATE TABLE IF NOT EXISTS tombstones(
   kind       TEXT NOT NULL,
