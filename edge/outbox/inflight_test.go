@@ -254,3 +254,23 @@ func TestADropWhileInFlightIsNotNotedLandedForAnAnswerThatIsNoLanding(t *testing
 		t.Errorf("the dropped delete's note %q does not say what the primary answered", f.Message)
 	}
 }
+
+// Reviewer 27 D4: delivered of an op whose send in flight then comes back
+// refused stays delivered, and the op says that send did not land, as a
+// landing is noted: `edge outbox list --all` does not show a write the
+// primary refused as delivered with no word of it. (It failed before: only
+// a log line said so.)
+func TestDeliveredWhileInFlightNotesTheSendThatWasRefused(t *testing.T) {
+	t.Parallel()
+	got, _, err := settledInFlightOf(t, inFlight{write: outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":""}`)}}, false, func(s *outbox.Store, id string) error {
+		_, err := s.Delivered(context.Background(), id)
+		return err
+	})
+	f := outbox.FailureOf(got.Error)
+	if err != nil || got.State != outbox.Done || f.Kind != outbox.Delivered {
+		t.Fatalf("the op recorded as delivered in flight is %s (%s, %v), want done, delivered", got.State, got.Error, err)
+	}
+	if !strings.Contains(f.Message, outbox.NotLanded) || !strings.Contains(f.Message, "content must be a non-empty string") || !strings.Contains(string(got.Error), `"landed":false`) {
+		t.Errorf("the delivered op whose send was refused says %s, want it noted as not landed, with the primary's words", got.Error)
+	}
+}

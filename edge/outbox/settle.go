@@ -81,8 +81,12 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		if err := f.noteLastError(ctx, tx, op.Tool, msg, now); err != nil {
 			return err
 		}
-		if !recorded {
-			return nil // an operator settled it meanwhile: theirs stands
+		if !recorded { // an operator settled it meanwhile: theirs stands
+			if op.State != Inflight || rule.MaybeApplied {
+				return nil // nothing sent, or it may have landed (InFlightAtSettle says so)
+			}
+			_, err := noteOnSettled(ctx, tx, op, "", NotLanded+" ("+kind.String()+"): "+msg, false)
+			return err
 		}
 		if state == Dead && asWritten {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq); err != nil {
@@ -315,13 +319,26 @@ func settleSent(ctx context.Context, tx *sql.Tx, op Op, now time.Time, result, n
 	if note != "" {
 		said = "; the send in flight at the time reached the primary, which answered: " + FailureOf(json.RawMessage(note)).Message
 	}
-	noted, err := asLeft(tx.ExecContext(ctx, `UPDATE ops SET result_json=COALESCE(NULLIF(?, ''), result_json), error_json=json_set(error_json, '$.message', json_extract(error_json, '$.message')||?, '$.landed', json(?))
-		WHERE local_seq=? AND state='done' AND json_valid(error_json)`, result, said, strconv.FormatBool(note == ""), op.LocalSeq))
+	noted, err := noteOnSettled(ctx, tx, op, result, said, note == "")
 	if err != nil || !noted || result == "" {
 		return false, err
 	}
 	return false, tookIt(ctx, tx, op.LocalSeq, now)
 }
+
+// noteOnSettled notes on op, which an operator settled done (dropped,
+// delivered) while a send of it was in flight, that send's outcome: said
+// ends its message, landed whether it landed, and result, the primary's
+// answer ("": none), is kept. noted false: the op is not done.
+func noteOnSettled(ctx context.Context, tx *sql.Tx, op Op, result, said string, landed bool) (noted bool, err error) {
+	return asLeft(tx.ExecContext(ctx, `UPDATE ops SET result_json=COALESCE(NULLIF(?, ''), result_json), error_json=json_set(error_json, '$.message', json_extract(error_json, '$.message')||?, '$.landed', json(?))
+		WHERE local_seq=? AND state='done' AND json_valid(error_json)`, result, said, strconv.FormatBool(landed), op.LocalSeq))
+}
+
+// NotLanded begins what ends the message of an op an operator settled
+// while a send of it was in flight that the primary did not take (it
+// refused it, said not now, or was not reached): the kind and words follow.
+const NotLanded = "; but the send in flight at the time did not land"
 
 // Landed ends the message of an op an operator settled (dropped,
 // delivered) while a send of it was in flight that reached the primary.
