@@ -180,3 +180,65 @@ func TestAnOperatorsRetryOfADiaryEntryInDoubtLandsAndTheOpsBehindItGo(t *testing
 		})
 	}
 }
+
+// refusedOnceGateway is steppedBackGateway until the operator's resend,
+// which it refuses once, not for good; every later send is filed.
+type refusedOnceGateway struct {
+	steppedBackGateway
+	refused bool
+}
+
+func (p *refusedOnceGateway) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	p.mu.Lock()
+	operator, refused := outbox.ResendFrom(ctx) == outbox.ResendByOperator, p.refused
+	p.mu.Unlock()
+	if !operator && !refused || tool == "mempalace_list_drawers" {
+		return p.steppedBackGateway.Call(ctx, tool, args)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resends = append(p.resends, outbox.ResendFrom(ctx))
+	if !refused {
+		p.refused = true
+		return nil, &outbox.RPCError{Code: -32000, Message: "devbox-config gateway: refused this time"}
+	}
+	return map[string]any{"success": true}, nil
+}
+
+// Reviewer 27 S3: the operator's resend of an op in doubt is one act:
+// once it reached the gateway (here refused, not for good), the op's
+// later attempts go out as the edge's own again (under its op id, which
+// the ledger answers from its record), not with the operator's override
+// that skips the ledger's check. (It failed before: every later attempt
+// said "operator".)
+func TestAnOperatorsResendIsOneAct(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"S3 one resend"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &refusedOnceGateway{}
+	f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+	for range 3 {
+		f.Drain(ctx) // its errors are the op's
+	}
+	if o, _ := s.Get(ctx, op.LocalSeq); o.State != outbox.InDoubt {
+		t.Fatalf("the op: %s %s, want in doubt", o.State, o.Error)
+	}
+	if _, err := s.Retry(ctx, op.Short()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		f.Drain(ctx)
+	}
+	o, _ := s.Get(ctx, op.LocalSeq)
+	if got := strings.Join(p.resends, ","); o.State != outbox.Done || got != ",,looked-up,operator," {
+		t.Errorf("the op is %s %s; its sends carried resend %q, want the operator's once, then the edge's own", o.State, o.Error, got)
+	}
+}

@@ -192,8 +192,11 @@ func errFinal(o Op) error {
 // again": it is sent marked as the operator's resend, which the gateway
 // forwards without its look-up (the edge's own look-up on the primary,
 // for a diary entry, a fact or an event, still finds one that landed;
-// other writes are a second copy if the first landed). An op held as queued under another device (OtherDevice) is
-// refused: RetryAs says which device sends it. Operator command.
+// other writes are a second copy if the first landed). That is one act:
+// once the gateway answered that resend or held it in doubt, a later
+// attempt is the edge's own again (resendTaken). An op held as queued
+// under another device (OtherDevice) is refused: RetryAs says which
+// device sends it. Operator command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 	return s.RetryAs(ctx, id, nil, false)
 }

@@ -73,8 +73,8 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	next := now.Add(f.backoff(op.Attempts, kind))
 	cancelled, recorded := false, false
 	err := f.fenced(ctx, func(tx *sql.Tx) (err error) {
-		recorded, err = asLeft(tx.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, refusals=?, maybe_applied=(maybe_applied OR ?) WHERE `+leftAs,
-			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, op.LocalSeq, op.State.String(), op.Attempts))
+		recorded, err = asLeft(tx.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, refusals=?, maybe_applied=(maybe_applied OR ?), resend=(resend AND NOT ?) WHERE `+leftAs,
+			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, resendTaken(op, kind, sendErr), op.LocalSeq, op.State.String(), op.Attempts))
 		if err != nil {
 			return err
 		}
@@ -114,6 +114,16 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// resendTaken reports whether a failed send of op was one the gateway
+// took up (it refused it, or held it in doubt), which ends an operator's
+// resend (Op.Resend: one act, not a standing override). One that never
+// left, one answered "not now" or for the token alone, a lost answer and
+// a failed look-up leave it for the next attempt.
+func resendTaken(op Op, kind Kind, sendErr error) bool {
+	class := Rules[kind].Class
+	return op.State == Inflight && !errors.Is(sendErr, ErrLookup) && class != Transient && (class != Ambiguous || isInDoubt(sendErr))
 }
 
 // failureJSON is the error_json of a failed attempt (asWritten: refused
