@@ -18,7 +18,7 @@ import (
 // other); Enqueue sends one byte to each. A socket nobody listens on any
 // more (a process that was killed) refuses the byte and is removed. A
 // socket's path must fit sun_path; on Linux a longer one is bound and
-// dialled through its directory's /proc/self/fd link (atSocketPath), so a
+// dialled through its directory's /proc/self/fd link (atSocketDir), so a
 // palace at any path has a doorbell. Elsewhere a flusher under a path too
 // long polls instead.
 
@@ -44,23 +44,23 @@ type bell struct {
 // store's flusher. Close it when the flusher stops.
 func (s *Store) listenBell() (*bell, error) {
 	dir := filepath.Join(filepath.Dir(s.path), doorbellDir)
-	name := make([]byte, 4)
-	crand.Read(name) // never fails (crypto/rand)
-	path := filepath.Join(dir, hex.EncodeToString(name)+".sock")
+	b := make([]byte, 4)
+	crand.Read(b) // never fails (crypto/rand)
+	name := hex.EncodeToString(b) + ".sock"
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	var conn *net.UnixConn
-	err := atSocketPath(path, func(addr string) (err error) {
-		conn, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: addr, Net: "unixgram"})
+	err := atSocketDir(dir, func(addr func(name string) string) (err error) {
+		conn, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: addr(name), Net: "unixgram"})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	b := &bell{conn: conn, path: path, done: make(chan struct{})}
+	bl := &bell{conn: conn, path: filepath.Join(dir, name), done: make(chan struct{})}
 	go func() {
-		defer close(b.done)
+		defer close(bl.done)
 		buf := make([]byte, 16)
 		for {
 			if _, _, err := conn.ReadFromUnix(buf); err != nil {
@@ -69,7 +69,7 @@ func (s *Store) listenBell() (*bell, error) {
 			s.Kick()
 		}
 	}()
-	return b, nil
+	return bl, nil
 }
 
 // Close stops the bell and returns once its reader has stopped.
@@ -106,21 +106,20 @@ func (s *Store) ring() {
 	if err != nil {
 		return
 	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".sock") {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		err := atSocketPath(path, func(addr string) error {
-			c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
-			if err != nil {
-				return err
+	// Best effort: a directory that cannot be opened rings no one.
+	_ = atSocketDir(dir, func(addr func(name string) string) error {
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".sock") {
+				continue
 			}
-			c.Write([]byte{1}) // best effort, as every ring
-			return c.Close()   // a datagram socket: nothing buffered to lose
-		})
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			os.Remove(path) // its flusher is gone
+			c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr(e.Name()), Net: "unixgram"})
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				os.Remove(filepath.Join(dir, e.Name())) // its flusher is gone
+			} else if err == nil {
+				c.Write([]byte{1}) // best effort, as every ring
+				c.Close()          // a datagram socket: nothing buffered to lose
+			}
 		}
-	}
+		return nil
+	})
 }

@@ -7,22 +7,18 @@ import (
 	"syscall"
 )
 
-// atSocketPath calls use with an address of the socket at path that fits
-// sun_path: path itself, or, when it is too long, the socket's name under
-// /proc/self/fd/<N>, N its directory opened for the call alone (the kernel
-// follows the magic link to the real directory).
-func atSocketPath(path string, use func(addr string) error) error {
-	if len(path) <= maxSocketPath {
-		return use(path)
+// atSocketDir calls use with the address of each socket in dir by name
+// that fits sun_path: its path, or, when dir is too long for that, its
+// name under /proc/self/fd/<N>, N dir opened once for the call (the
+// kernel follows the magic link to the real directory).
+func atSocketDir(dir string, use func(addr func(name string) string) error) error {
+	if len(dir)+len("/01234567.sock") <= maxSocketPath {
+		return use(func(name string) string { return filepath.Join(dir, name) })
 	}
-	dir, err := os.OpenFile(filepath.Dir(path), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("open the doorbell directory: %w", err)
 	}
-	defer dir.Close() // read only
-	short := fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path))
-	if len(short) > maxSocketPath { // a name too long: not one of ours
-		return errBellPathTooLong
-	}
-	return use(short)
+	defer d.Close() // read only
+	return use(func(name string) string { return fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), name) })
 }
