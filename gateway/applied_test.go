@@ -23,7 +23,7 @@ import (
 func TestConfirmAppliedSaysWhatTheRunningGatewayDidWithTheConfig(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices[:1])
-	if err := ConfirmApplied(g.cfgFile, time.Time{}, 0); err != nil {
+	if err := ConfirmApplied(g.cfgFile, time.Time{}, 0, nil); err != nil {
 		t.Fatalf("the config the gateway started on: %v", err)
 	}
 	relabel := func(label string) time.Time {
@@ -35,13 +35,13 @@ func TestConfirmAppliedSaysWhatTheRunningGatewayDidWithTheConfig(t *testing.T) {
 		return since
 	}
 	since := relabel("changed")
-	if err := ConfirmApplied(g.cfgFile, since, 0); !errors.Is(err, ErrNotConfirmed) {
+	if err := ConfirmApplied(g.cfgFile, since, 0, nil); !errors.Is(err, ErrNotConfirmed) {
 		t.Fatalf("a change the gateway has not read: %v", err)
 	}
 	if err := g.srv.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ConfirmApplied(g.cfgFile, since, 0); err != nil {
+	if err := ConfirmApplied(g.cfgFile, since, 0, nil); err != nil {
 		t.Fatalf("a change the gateway took: %v", err)
 	}
 
@@ -52,19 +52,51 @@ func TestConfirmAppliedSaysWhatTheRunningGatewayDidWithTheConfig(t *testing.T) {
 	if g.srv.Reload() == nil {
 		t.Fatal("the gateway took a config whose state file it cannot read")
 	}
-	err := ConfirmApplied(g.cfgFile, since, 0)
+	err := ConfirmApplied(g.cfgFile, since, 0, nil)
 	if refused, ok := errors.AsType[*RefusedError](err); !ok || !strings.Contains(refused.Reason, "state_file") {
 		t.Fatalf("a change the gateway refused: %v", err)
 	}
 	// The same bytes written again: the refusal on record is of a read
 	// before this write, and says nothing of it (attack85 F12).
-	if err := ConfirmApplied(g.cfgFile, time.Now(), 0); !errors.Is(err, ErrNotConfirmed) {
+	if err := ConfirmApplied(g.cfgFile, time.Now(), 0, nil); !errors.Is(err, ErrNotConfirmed) {
 		t.Fatalf("a record older than the write is trusted: %v", err)
 	}
 
 	g.srv.Close()
-	if err := ConfirmApplied(g.cfgFile, time.Now(), 0); err != nil {
+	if err := ConfirmApplied(g.cfgFile, time.Now(), 0, nil); err != nil {
 		t.Errorf("no gateway runs: %v", err)
+	}
+}
+
+// A hand save from a copy opened before a command (an editor's stale
+// buffer), read by the gateway after the command's write, undoes the
+// change: the command is told so (ErrUndone), not that the gateway took
+// it, though the gateway took a file read after its write (attack86 F1:
+// any later bytes were taken for a later command's). A view of the file
+// as it is (no change to find) is still confirmed.
+func TestConfirmAppliedSaysAChangeALaterSaveUndidIsNotInForce(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices[:1])
+	stale, err := os.ReadFile(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now()
+	if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	relabelled := func(c *Config) bool { return c.Devices[0].Label == "changed" }
+	if err := os.WriteFile(g.cfgFile, stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ConfirmApplied(g.cfgFile, since, 0, relabelled); !errors.Is(err, ErrUndone) {
+		t.Errorf("a change a later save undid: %v", err)
+	}
+	if err := ConfirmApplied(g.cfgFile, since, 0, nil); err != nil {
+		t.Errorf("the file as it is, which the gateway took: %v", err)
 	}
 }
 
@@ -101,7 +133,7 @@ func TestARefusedConfigIsTakenOnceItsCauseIsCorrected(t *testing.T) {
 	if err := c.Save(g.cfgFile); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := errors.AsType[*RefusedError](ConfirmApplied(g.cfgFile, since, 5*time.Second)); !ok {
+	if _, ok := errors.AsType[*RefusedError](ConfirmApplied(g.cfgFile, since, 5*time.Second, nil)); !ok {
 		t.Fatal("the gateway did not refuse a config whose state file it cannot read")
 	}
 	read := readApplied(t, g.srv.instance.applied).Read
@@ -121,7 +153,7 @@ func TestARefusedConfigIsTakenOnceItsCauseIsCorrected(t *testing.T) {
 	if err := os.WriteFile(state, kept, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := ConfirmApplied(g.cfgFile, since, 5*time.Second); err != nil {
+	if err := ConfirmApplied(g.cfgFile, since, 5*time.Second, nil); err != nil {
 		t.Fatalf("the corrected cause: %v", err)
 	}
 	if got := g.srv.cfg.Load().Devices[0].Label; got != "relabelled" {
@@ -160,7 +192,7 @@ func TestConfirmAppliedCannotTellWithoutPermission(t *testing.T) {
 		if err := os.Chmod(f, 0); err != nil {
 			t.Fatal(err)
 		}
-		err := testbed.AsOtherUser(t, g.cfgFile, func() error { return ConfirmApplied(g.cfgFile, time.Now(), 0) })
+		err := testbed.AsOtherUser(t, g.cfgFile, func() error { return ConfirmApplied(g.cfgFile, time.Now(), 0, nil) })
 		if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), f) {
 			t.Errorf("%s not readable: %v", f, err)
 		}

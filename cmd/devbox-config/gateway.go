@@ -36,8 +36,10 @@ while it runs, and a second one is refused with the holder's pid. The
 config reloads on change and on SIGHUP. A subcommand that changes the config
 (device add|set|remove, token issue|rotate|revoke) then waits up to 2 s for
 a running gateway to record that it took the file: exit status 3 when it
-refused it (its previous config stays in force, and the error is its own)
-or did not say so (a gateway older than this release records nothing).`
+refused it (its previous config stays in force, and the error is its own),
+when the file it took no longer holds the change (a later edit undid it),
+or when it did not say so (a gateway older than this release records
+nothing).`
 
 // newGatewayCmd is `gateway` (it serves: gateway_serve.go) and its
 // operator subcommands, which share --config.
@@ -97,15 +99,16 @@ func (g *gatewayConfig) missing() error {
 func (g *gatewayConfig) hint(sub string) string { return gateway.Hint(g.file, sub) }
 
 // update applies an operator's change under the config's lock, to the
-// file as it is now (gateway.UpdateConfig). change may return an
-// exitError of its own.
-func (g *gatewayConfig) update(change func(*gateway.Config) error) error {
-	since := time.Now() // a record of a read before this write says nothing of it
+// file as it is now (gateway.UpdateConfig), then confirms it; holds finds
+// the change in a config (a later edit may undo it). change may return
+// an exitError of its own.
+func (g *gatewayConfig) update(change func(*gateway.Config) error, holds func(*gateway.Config) bool) error {
+	since := time.Now() // a refusal recorded before this write says nothing of it
 	err := gateway.UpdateConfig(g.file, change)
 	var ee exitError
 	switch {
 	case err == nil:
-		return g.confirm(since)
+		return g.confirm(since, holds)
 	case errors.As(err, &ee):
 		return ee
 	case errors.Is(err, fs.ErrNotExist):
@@ -115,15 +118,18 @@ func (g *gatewayConfig) update(change func(*gateway.Config) error) error {
 }
 
 // confirm says whether the gateway running on the config took the change
-// written from since on (gateway.ConfirmApplied): nil when it did or when
-// none runs; else an error with exitNotInForce naming what is in force.
-func (g *gatewayConfig) confirm(since time.Time) error {
+// written from since on, which holds finds (gateway.ConfirmApplied): nil
+// when it did or when none runs; else an error with exitNotInForce naming
+// what is in force.
+func (g *gatewayConfig) confirm(since time.Time, holds func(*gateway.Config) bool) error {
 	wait := cmp.Or(g.wait, confirmWait)
-	err := gateway.ConfirmApplied(g.file, since, wait)
+	err := gateway.ConfirmApplied(g.file, since, wait, holds)
 	var refused *gateway.RefusedError
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, gateway.ErrUndone):
+		return exitError{exitNotInForce, fmt.Errorf("the config was written, but %w before the running gateway read it (a hand save from a copy opened before this command, an editor's buffer), so this change is NOT in force: the file the gateway runs on does not hold it (a device removed or a token revoked here STILL WORKS; a device added or a token issued here does not exist). Fix: close or reload the file in the editor, run this command again, and check with '%s'", err, g.hint("device list"))}
 	case errors.As(err, &refused):
 		return exitError{exitNotInForce, fmt.Errorf("the config is written, but the running gateway refused it, so this change is NOT in force: its previous config stays (a device removed or a token revoked here STILL WORKS, a token issued here is refused) until it takes the file. The gateway's error: %w (fix: correct what it names: the gateway tries the file again every few seconds, and at once when it is saved; then check with '%s'. A key it does not know means the gateway is older than this command: restart it on this release's binary)", err, g.hint("device list"))}
 	case errors.Is(err, gateway.ErrNotConfirmed):

@@ -215,7 +215,7 @@ func TestAChangeWhoseGatewayCannotBeSeenIsNotPromised(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &gatewayConfig{file: cfg, wait: time.Millisecond}
-	err = testbed.AsOtherUser(t, cfg, func() error { return g.confirm(time.Now()) })
+	err = testbed.AsOtherUser(t, cfg, func() error { return g.confirm(time.Now(), nil) })
 	ee, ok := errors.AsType[exitError](err)
 	if !ok || ee.code != exitNotInForce {
 		t.Fatalf("a gateway this user cannot see: %v", err)

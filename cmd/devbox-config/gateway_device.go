@@ -93,7 +93,7 @@ func (ac *deviceAddCmd) run(id string) error {
 		c.Devices = append(c.Devices, d)
 		at = len(c.Devices) - 1
 		return nil
-	})
+	}, func(c *gateway.Config) bool { return c.Device(d.ID) != nil })
 	if err != nil {
 		return flagNamed(err, at, ac.flags)
 	}
@@ -227,13 +227,16 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 			"untrusted": func() { d.Untrusted = given.Untrusted },
 		}
 	}
-	changed := 0
-	for name := range set(&given) {
-		if f.Changed(name) {
-			changed++
+	changed := func(d *gateway.Device) (n int) {
+		for name, apply := range set(d) {
+			if f.Changed(name) {
+				apply()
+				n++
+			}
 		}
+		return n
 	}
-	if changed == 0 {
+	if changed(new(gateway.Device)) == 0 { // counted on a throwaway
 		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin, --coordinator, --bulk-delete, --trusts or --untrusted", id)
 	}
 	trimLists(&given)
@@ -247,24 +250,32 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 		}
 		at = slices.IndexFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
 		before := d.Agents
-		for name, apply := range set(d) {
-			if f.Changed(name) {
-				apply()
-			}
-		}
+		changed(d)
 		keepDropped(c, id, before, d.Agents)
 		if take {
 			took = takeRemovedAgents(c, d.Agents)
 		}
 		after = *d
 		return nil
-	})
+	}, func(c *gateway.Config) bool { return unchangedBy(c, id, changed) })
 	if err != nil {
 		return flagNamed(err, at, f)
 	}
 	fmt.Fprintln(stdout, "device "+id+": "+scopes(after))
 	sayTook(stdout, id, took)
 	return nil
+}
+
+// unchangedBy reports whether device id is in c as apply (the flags of a
+// `device set`) would make it: applied again, it changes nothing.
+func unchangedBy(c *gateway.Config, id string, apply func(*gateway.Device) int) bool {
+	d := c.Device(id)
+	if d == nil {
+		return false
+	}
+	x := *d
+	apply(&x)
+	return x.Label == d.Label && scopes(x) == scopes(*d)
 }
 
 // listDevices is `gateway device list`; an agent no session of its
@@ -304,7 +315,7 @@ func listDevices(g *gatewayConfig, stdout, stderr io.Writer) error {
 // wait: a listing changes nothing for the gateway to confirm, and an
 // older gateway, which never records, would hold every listing up.
 func warnNotInForce(g *gatewayConfig, stderr io.Writer) {
-	err := gateway.ConfirmApplied(g.file, time.Time{}, 0)
+	err := gateway.ConfirmApplied(g.file, time.Time{}, 0, nil)
 	var refused *gateway.RefusedError
 	switch {
 	case err == nil:
@@ -358,7 +369,7 @@ func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
 		c.RemovedDevices = append(c.RemovedDevices, id) // never again silently: its records keep its id
 		keepDropped(c, id, agents, nil)
 		return nil
-	})
+	}, func(c *gateway.Config) bool { return c.Device(id) == nil })
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 	var tok string
 	var grace time.Duration
 	var old *gateway.Token // the live token rotated out: it keeps working for the grace
+	var issued string      // its id
 	err := g.update(func(c *gateway.Config) error {
 		d, err := g.deviceIn(c, id)
 		if err != nil {
@@ -52,10 +53,10 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		if tok, err = gateway.Issue(key, d, time.Now()); err != nil { // two live tokens
 			return failed(fmt.Errorf("%w (fix: '%s' with one of its tokens: %s)", err, g.hint("token revoke "+id+" --token ID"), tokenIDs(d)))
 		}
-		grace = c.Grace()
+		issued, grace = d.Tokens[len(d.Tokens)-1].ID, c.Grace()
 		return nil
-	})
-	if ee, ok := errors.AsType[exitError](err); ok && ee.code == exitNotInForce {
+	}, func(c *gateway.Config) bool { return unrevoked(c, issued) })
+	if ee, ok := errors.AsType[exitError](err); ok && ee.code == exitNotInForce && !errors.Is(err, gateway.ErrUndone) {
 		fmt.Fprintln(stdout, tok) // in the file: it works once the gateway takes it
 	}
 	if err != nil {
@@ -77,7 +78,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 
 // revokeTokens is `gateway token revoke DEVICE [--token ID]`.
 func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error {
-	n := 0
+	n, ids := 0, []string{tokenID}
 	err := g.update(func(c *gateway.Config) error {
 		d, err := g.deviceIn(c, id)
 		if err != nil {
@@ -86,14 +87,31 @@ func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error 
 		if tokenID != "" && !slices.ContainsFunc(d.Tokens, func(t gateway.Token) bool { return t.ID == tokenID }) {
 			return noSuchToken(g, c, d, tokenID)
 		}
-		n = gateway.Revoke(d, tokenID)
+		if tokenID == "" {
+			ids = nil
+			for _, t := range d.Tokens {
+				ids = append(ids, t.ID)
+			}
+		}
+		n = gateway.Revoke(d, tokenID) // 0 when run again: confirmed like the first run
 		return nil
+	}, func(c *gateway.Config) bool {
+		return !slices.ContainsFunc(ids, func(t string) bool { return unrevoked(c, t) })
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "revoked %d token(s)\n", n)
 	return nil
+}
+
+// unrevoked reports whether token id is in c, not revoked (an expiry
+// aside: a revocation, or a removal of its device, is what a later edit
+// undoes or does).
+func unrevoked(c *gateway.Config, id string) bool {
+	return slices.ContainsFunc(c.Devices, func(d gateway.Device) bool {
+		return slices.ContainsFunc(d.Tokens, func(t gateway.Token) bool { return t.ID == id && !t.Revoked })
+	})
 }
 
 // noSuchToken is the error for `token revoke DEVICE --token ID` when ID is
