@@ -548,12 +548,18 @@ func (c *Config) Device(id string) *Device {
 // HMACs). Operator commands go through UpdateConfig, which locks and
 // re-reads first.
 func (c *Config) Save(file string) error {
-	b, err := json.MarshalIndent(c.asWritten(), "", "  ")
+	b, err := c.encoded()
 	if err != nil {
 		return err
 	}
-	_, err = filewrite.Write(file, append(b, '\n'), 0o600)
+	_, err = filewrite.Write(file, b, 0o600)
 	return err
+}
+
+// encoded is the file's bytes for c.
+func (c *Config) encoded() ([]byte, error) {
+	b, err := json.MarshalIndent(c.asWritten(), "", "  ")
+	return append(b, '\n'), err
 }
 
 // LedgerPath is the op-id ledger's file.

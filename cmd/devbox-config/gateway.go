@@ -39,7 +39,8 @@ a running gateway to record that it took the file: exit status 3 when it
 refused it (its previous config stays in force, and the error is its own),
 when the file it took no longer holds the change (a later edit undid it),
 or when it did not say so (a gateway older than this release records
-nothing).`
+nothing). Run again, a change the file holds already is checked the same
+way.`
 
 // newGatewayCmd is `gateway` (it serves: gateway_serve.go) and its
 // operator subcommands, which share --config.
@@ -101,7 +102,8 @@ func (g *gatewayConfig) hint(sub string) string { return gateway.Hint(g.file, su
 // update applies an operator's change under the config's lock, to the
 // file as it is now (gateway.UpdateConfig), then confirms it; holds finds
 // the change in a config (a later edit may undo it). change may return
-// an exitError of its own.
+// an exitError of its own; a change made already (a re-run) may return
+// nil and change nothing: it is confirmed the same way.
 func (g *gatewayConfig) update(change func(*gateway.Config) error, holds func(*gateway.Config) bool) error {
 	since := time.Now() // a refusal recorded before this write says nothing of it
 	err := gateway.UpdateConfig(g.file, change)

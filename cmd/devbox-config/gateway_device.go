@@ -73,8 +73,12 @@ func (ac *deviceAddCmd) run(id string) error {
 	trimLists(&d)
 	at := -1
 	var took []string
+	already := false
 	err := ac.config.update(func(c *gateway.Config) error {
-		if c.Device(d.ID) != nil {
+		if e := c.Device(d.ID); e != nil {
+			if already = e.Label == d.Label && scopes(*e) == scopes(d); already {
+				return nil // run again (after a refusal): confirmed like the first run
+			}
 			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
 		}
 		if i := slices.IndexFunc(c.RemovedDevices, func(id string) bool { return strings.EqualFold(id, d.ID) && id != d.ID }); i >= 0 {
@@ -96,6 +100,10 @@ func (ac *deviceAddCmd) run(id string) error {
 	}, func(c *gateway.Config) bool { return c.Device(d.ID) != nil })
 	if err != nil {
 		return flagNamed(err, at, ac.flags)
+	}
+	if already {
+		fmt.Fprintln(ac.stdout, "device "+d.ID+" is in the file already, as asked: "+scopes(d))
+		return nil
 	}
 	fmt.Fprintln(ac.stdout, "added device "+d.ID+": "+scopes(d))
 	sayTook(ac.stdout, d.ID, took)
@@ -344,7 +352,11 @@ func tokenState(t gateway.Token) string {
 // stays until no trusted set names it: the command that drops it from
 // each is the fix.
 func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
+	already := false
 	err := g.update(func(c *gateway.Config) error {
+		if already = c.Device(id) == nil && slices.Contains(c.RemovedDevices, id); already {
+			return nil // run again (after a refusal): confirmed like the first run
+		}
 		d, err := g.deviceIn(c, id)
 		if err != nil {
 			return err
@@ -372,6 +384,10 @@ func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
 	}, func(c *gateway.Config) bool { return c.Device(id) == nil })
 	if err != nil {
 		return err
+	}
+	if already {
+		fmt.Fprintf(stdout, "device %s is removed (already): its tokens do not work\n", id)
+		return nil
 	}
 	fmt.Fprintf(stdout, "removed device %s: its tokens stop working within a second\n", id)
 	return nil

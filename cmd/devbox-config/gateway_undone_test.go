@@ -6,7 +6,49 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
 )
+
+// Each config command run again after the running gateway refused its
+// change (a change the file holds already) says whether the change is in
+// force, as the first run does: exit 3 while the gateway refuses the
+// file, exit 0 once it takes it. `device remove` and `device add` run
+// again said "device X was removed" or "device X exists", exit 1, while
+// the removed device's token still worked (attack86 F2): a retry loop
+// stopped there. A run again leaves FILE.bak as the file before the
+// change.
+func TestARerunAfterARefusalSaysWhetherTheChangeIsInForce(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		rerunTaken string // what the run again says once the gateway takes it
+	}{
+		{[]string{"device", "add", "desk-0002", "--read", "shared"}, "device desk-0002 is in the file already, as asked: read shared;"},
+		{[]string{"device", "set", "laptop-7f3a", "--kg", "read"}, "device laptop-7f3a: read shared; write shared; kg read;"},
+		{[]string{"device", "remove", "laptop-7f3a"}, "device laptop-7f3a is removed (already): its tokens do not work"},
+		{[]string{"token", "revoke", "laptop-7f3a"}, "revoked 0 token(s)"},
+	} {
+		t.Run(strings.Join(c.args[:2], " "), func(t *testing.T) {
+			cfg, _ := gatewayWithDevice(t, "--read", "shared", "--write", "shared")
+			srv := openGateway(t, cfg)
+			defer srv.Close()
+			for i, refuse := range []bool{true, true, false} {
+				code, out, errOut := runAnswered(t, cfg, srv, refuse, c.args...)
+				switch {
+				case refuse && (code != exitNotInForce || !strings.Contains(errOut, "NOT in force") || out != ""):
+					t.Fatalf("run %d, refused: exit %d, said %q %q", i+1, code, out, errOut)
+				case !refuse && (code != 0 || !strings.HasPrefix(out, c.rerunTaken)):
+					t.Fatalf("run %d, taken: exit %d, said %q %q", i+1, code, out, errOut)
+				}
+			}
+			now, errNow := os.ReadFile(cfg)
+			bak, errBak := os.ReadFile(cfg + ".bak")
+			if errNow != nil || errBak != nil || bytes.Equal(now, bak) {
+				t.Errorf("FILE.bak is not the file before the change: %v, %v", errNow, errBak)
+			}
+		})
+	}
+}
 
 // A hand save from a copy of the file opened before a config command (an
 // editor's stale buffer), read by the gateway after the command's write,
@@ -47,6 +89,39 @@ func TestAChangeALaterHandSaveUndidIsNotInForce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runAnswered runs the gateway command args on cfg, and once it has
+// written the file has srv read it: refused (its state file cannot be
+// read in that moment) or taken. Its exit status, stdout and stderr.
+func runAnswered(t *testing.T, cfg string, srv *gateway.Server, refuse bool, args ...string) (int, string, string) {
+	t.Helper()
+	return runAnsweredBy(t, cfg, func() {
+		if !refuse {
+			if err := srv.Reload(); err != nil {
+				t.Error(err)
+			}
+			return
+		}
+		c, err := gateway.LoadConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := gateway.StateFile(cfg, c)
+		kept, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(state, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if srv.Reload() == nil {
+			t.Error("the gateway took a config whose state file it cannot read")
+		}
+		if err := os.WriteFile(state, kept, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, args...)
 }
 
 // runAnsweredBy runs the gateway command args on cfg and, once it has
