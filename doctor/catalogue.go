@@ -26,7 +26,7 @@ func Catalogue() []Kind {
 		{[]string{IDPalaceDamaged}, "§1.2", "the palace's SQLite files fail quick_check"},
 		{[]string{IDVectorIndex}, "§1.2", "the drawers' vector index is missing or an empty stand-in: MemPalace refuses writes"},
 		{[]string{IDRebuildCopyOutbox}, "§1.2", "an edge outbox left in MemPalace's pre-rebuild copy"},
-		{[]string{IDEnvPermissions, IDTokenInConfig}, "R3", "the token where others read it"},
+		{[]string{IDEnvPermissions, IDTokenInConfig, IDTokenCleartext}, "R3", "the token where others read it (plain http off this host: doctor does not send it)"},
 		{[]string{IDProposedPending}, "§4.1", "a .proposed nobody merged"},
 		{[]string{IDRenderRecord}, "§4.1", "an unreadable .devbox-config.json: render keeps every entry"},
 		{[]string{IDEntryCommand}, "§4.1", "a harness's MemPalace entry runs a command that is not there"},

@@ -33,6 +33,7 @@ const (
 	IDEdgeVolume         = "edge-volume"
 	IDEnvPermissions     = "env-permissions"
 	IDTokenInConfig      = "token-in-config"
+	IDTokenCleartext     = "token-cleartext"
 	IDProposedPending    = "proposed-pending"
 	IDPrimaryUnreachable = "primary-unreachable"
 	IDPrimaryAuth        = "primary-auth"

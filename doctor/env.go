@@ -35,6 +35,13 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 		switch w.Var {
 		case ladder.EnvRemoteURL, ladder.EnvEdge:
 			f.Severity = Error // the devbox is not on the rung .env asks for
+			if w.Var == ladder.EnvRemoteURL && st.Settings.URL != "" {
+				// render keeps the rung and warns: plain http off this host
+				f.ID, f.Severity, f.Section = IDTokenCleartext, Warn, "R3"
+				if st.Settings.TokenSet {
+					f.Message += "; doctor did not send it: it asked the primary's /healthz only, so whether the primary takes the token is unchecked"
+				}
+			}
 		case ladder.LocalServer:
 			if st.Settings.Mode == ladder.Solitary {
 				continue // a devbox without MemPalace is a valid choice (R5), not a fall-back

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -127,6 +128,11 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 			Fix:     "check the tunnel and the primary's load; edge mode (MEMPALACE_EDGE=1) keeps reads local when the primary is slow"})
 	}
 
+	if tok := opts.token(); tok != "" && (ladder.Cleartext(s.URL) || strings.IndexFunc(tok, unicode.IsControl) >= 0) {
+		// never sent over plain http off this host, nor one no header
+		// carries: CheckEnv's finding says so (attack88 F2, F6)
+		return p, out
+	}
 	return p, append(out, checkTools(ctx, opts, st, client, &p)...)
 }
 

@@ -244,7 +244,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 			if edge {
 				s.Mode = Edge
 			}
-			if !isHTTPS(raw) && !isLoopback(raw) {
+			if Cleartext(raw) {
 				warn(EnvRemoteURL, "serve the primary (or the gateway in front of it) over https:// and write "+EnvRemoteURL+"=https://..., or reach it through a loopback tunnel (http://127.0.0.1:PORT/mcp)",
 					"%s is neither https:// nor loopback: the bearer token would cross the network in clear text", RedactURL(raw))
 			}
@@ -520,6 +520,12 @@ func hasCredentials(raw string) bool {
 	}
 	return false
 }
+
+// Cleartext reports whether a bearer token sent to raw would cross the
+// network unencrypted: raw is neither https:// nor loopback. render and the
+// edge keep the rung with a warning (a docker0 address is sound on one
+// host); doctor never sends the token there.
+func Cleartext(raw string) bool { return !isHTTPS(raw) && !isLoopback(raw) }
 
 func isHTTPS(raw string) bool {
 	u, err := url.Parse(raw)
