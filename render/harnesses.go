@@ -70,10 +70,14 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	// harness; the images did with opencode and pi-mcp-adapter, whose
 	// solitary entry is the one they wrote.
 	unregistered := rec.Scope == harness.OptIn && s.Mode == ladder.Solitary
-	if unregistered && !explicit && present && !had {
+	if unregistered && !explicit && !had {
 		// Once render has managed one (an opt-in, then back to solitary),
-		// the entry follows the environment back (R6).
+		// the entry follows the environment back (R6). Nothing is written,
+		// so nothing in its way is warned of (attack88 F7).
 		r.File, r.Action = loc.Path(env), ActionNotOptedIn
+		if !present {
+			r.Action = ActionNotPresent
+		}
 		return r
 	}
 	ref, _ := rec.TokenRef()

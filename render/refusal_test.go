@@ -114,3 +114,26 @@ func TestASecondYAMLDocumentGetsItsOwnFix(t *testing.T) {
 		t.Errorf("warning %q\nwant %s:3:1, a second document, and a fix that keeps one", w, path)
 	}
 }
+
+// attack88 F7: with no MEMPALACE_* variables render writes nothing for an
+// opt-in harness it never managed (Zed), so ~/.config/zed being a file is
+// nothing to warn of at every start; named with --target, it still is.
+func TestSolitaryWarnsOfNoHarnessItWouldNotWrite(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".config"), 0o755)
+	os.WriteFile(filepath.Join(home, ".config", "zed"), []byte("x\n"), 0o644)
+	res, _, err := Run(opts(home, nil), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Target == "zed" && (r.Action == ActionSkipped || len(r.Warnings) > 0) {
+			t.Errorf("solitary, zed: %s %q", r.Action, r.Warnings)
+		}
+	}
+	o := opts(home, nil)
+	o.Targets = []string{"zed"}
+	if res, _, _ := Run(o, true); len(res) != 1 || res[0].Action != ActionSkipped {
+		t.Errorf("--target zed: %+v, want it skipped, with what is in the way", res)
+	}
+}
