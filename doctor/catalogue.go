@@ -29,6 +29,7 @@ func Catalogue() []Kind {
 		{[]string{IDEnvPermissions, IDTokenInConfig, IDTokenCleartext}, "R3", "the token where others read it (plain http off this host: doctor does not send it)"},
 		{[]string{IDProposedPending}, "§4.1", "a .proposed nobody merged"},
 		{[]string{IDRenderRecord}, "§4.1", "an unreadable .devbox-config.json: render keeps every entry"},
+		{[]string{IDRenderRefuses}, "§4.1", "a harness config render would leave alone (unparseable, read-only, a dangling link) or keep on your own entry"},
 		{[]string{IDEntryCommand}, "§4.1", "a harness's MemPalace entry runs a command that is not there"},
 		{[]string{IDEntryLocalBin}, "§4.1", "an entry's mempalace-mcp is only in ~/.local/bin, not on PATH"},
 		{[]string{IDConfigShadowed}, "§4.1", "a harness config the harness ignores (Amp: settings.json hides settings.jsonc)"},

@@ -57,6 +57,7 @@ const (
 	IDRebuildCopyOutbox  = "rebuild-copy-outbox"
 	IDJoinInterrupted    = "join-interrupted"
 	IDRenderRecord       = "render-record"
+	IDRenderRefuses      = "render-refuses"
 	IDDeviceIdentity     = "device-identity"
 	IDStrayServer        = "stray-server"
 )
@@ -203,6 +204,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckTokenInConfig(opts)...)
 	findings = append(findings, CheckProposedPending(opts)...)
 	findings = append(findings, CheckRenderRecords(opts)...)
+	findings = append(findings, CheckRenderRefuses(opts)...)
 	findings = append(findings, CheckOutbox(opts, ob)...)
 	findings = append(findings, CheckJoins(opts, st)...)
 	findings = append(findings, CheckPiExtension(opts, st)...)

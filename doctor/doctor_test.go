@@ -153,6 +153,13 @@ func primary(t *testing.T, token string, o fakepalace.Options) *fakepalace.HTTPS
 	return srv
 }
 
+// renderFor renders target in b's environment, as a container start does.
+func renderFor(t *testing.T, b *box, target string) {
+	t.Helper()
+	_, _, err := render.Run(render.Options{Home: b.home, HomeFromFlag: true, Env: b.opts.Env, LookPath: b.opts.LookPath, Targets: []string{target}}, false)
+	must(t, err)
+}
+
 func TestCleanStateHasNoFindings(t *testing.T) {
 	t.Run("solitary, no palace files", func(t *testing.T) {
 		only(t, newBox(t).run())
@@ -174,7 +181,8 @@ func TestCleanStateHasNoFindings(t *testing.T) {
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
 		s.Close()
-		write(t, filepath.Join(b.home, ".config", "opencode", "opencode.jsonc"), `{"mcp": {"mempalace": {"headers": {"Authorization": "Bearer {env:MEMPALACE_REMOTE_TOKEN}"}}}}`, 0o644)
+		must(t, os.MkdirAll(filepath.Join(b.home, ".config", "opencode"), 0o755))
+		renderFor(t, b, "opencode") // its entry, with a reference to the token
 		env := filepath.Join(b.home, "devbox", ".env")
 		write(t, env, "MEMPALACE_REMOTE_TOKEN=tok-clean-0123456789\n", 0o600)
 		b.opts.EnvFiles = []string{env}
@@ -659,7 +667,7 @@ func TestTokenInConfig(t *testing.T) {
 		b.env["XDG_CONFIG_HOME"] = xdg
 		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
 		write(t, filepath.Join(xdg, "opencode", "opencode.json"), tok, 0o600)
-		only(t, b.run(), "error:token-in-config")
+		only(t, b.run(), "error:token-in-config", "warn:render-refuses") // and it does not parse
 	})
 }
 
@@ -1262,7 +1270,7 @@ func TestPiExtensionWithoutEdge(t *testing.T) {
 				t.Fatalf("the finding does not name %s or the fix: %+v", c.shows, fs[0])
 			}
 			// the adapter runs the edge: pi is routed through it
-			write(t, filepath.Join(agent(b), "mcp.json"), `{"mcpServers": {"mempalace": {"command": "devbox-config", "args": ["edge"]}}}`, 0o644)
+			renderFor(t, b, "pi-mcp")
 			only(t, b.run())
 			// remote mode: the extension's remote branch is what was asked
 			os.Remove(filepath.Join(agent(b), "mcp.json"))

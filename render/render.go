@@ -328,18 +328,29 @@ func copyPerm(env ladder.Lookup, perm fs.FileMode, data []byte) fs.FileMode {
 	return perm
 }
 
-func logResult(log *slog.Logger, r Result) {
+// KeptWhy is what a user's edit (or deletion) of the entry that render
+// keeps is, and the fix; "" for any other action.
+func (r Result) KeptWhy() (what, fix string) {
 	switch r.Action {
 	case "kept-user-edit":
-		msg := "kept your edit of the managed entry"
+		what = "kept your edit of the managed entry"
 		if r.unrecorded {
-			msg = "the file already has a " + harness.Server + " entry render did not write (it has no record of one), so it is kept as it is"
+			what = "the file already has a " + harness.Server + " entry render did not write (it has no record of one), so it is kept as it is"
 		}
-		log.Warn(msg+"; the environment's value is in the .proposed file (fix: merge it by hand, or `devbox-config render --reclaim --target "+r.Target+"` writes the environment's value and keeps yours in a .bak)",
+		return what, "merge it by hand, or `devbox-config render --reclaim --target " + r.Target + "` writes the environment's value and keeps yours in a .bak"
+	case "kept-user-deletion":
+		return "you deleted the managed entry, so it is not recreated", "`devbox-config render --reclaim --target " + r.Target + "` restores it"
+	}
+	return "", ""
+}
+
+func logResult(log *slog.Logger, r Result) {
+	switch what, fix := r.KeptWhy(); r.Action {
+	case "kept-user-edit":
+		log.Warn(what+"; the environment's value is in the .proposed file (fix: "+fix+")",
 			"target", r.Target, "file", r.File, "proposed", r.ProposedFile)
 	case "kept-user-deletion":
-		log.Warn("you deleted the managed entry, so it is not recreated (fix: `devbox-config render --reclaim --target "+r.Target+"` restores it)",
-			"target", r.Target, "file", r.File)
+		log.Warn(what+" (fix: "+fix+")", "target", r.Target, "file", r.File)
 	case ActionSkipped, ActionDisabled, ActionNotPresent, ActionNotOptedIn, "unchanged":
 	default:
 		log.Info("updated", "target", r.Target, "file", r.File, "action", r.Action, "mode", r.Mode)

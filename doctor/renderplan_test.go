@@ -1,0 +1,60 @@
+package doctor
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/render"
+)
+
+// attack88 F5: doctor said "nothing to fix" for a .env, then render, given
+// it, left opencode (a typo), Gemini (a trailing comma), Cursor (read-only)
+// and Qwen (a dangling link) alone and kept pi-mcp on the user's own entry,
+// so those harnesses stayed solitary. doctor now names each, with render's
+// own words and fix.
+func TestDoctorNamesTheConfigsRenderWouldLeaveAlone(t *testing.T) {
+	b := newBox(t)
+	h := b.home
+	write(t, filepath.Join(h, ".config/opencode/opencode.jsonc"), `{"mcp": {"a":1,,}}`+"\n", 0o644)
+	write(t, filepath.Join(h, ".gemini/settings.json"), `{"mcpServers": {},}`+"\n", 0o644)
+	write(t, filepath.Join(h, ".cursor/mcp.json"), `{"mcpServers": {"a": {"command": "a"}}}`, 0o444)
+	must(t, os.MkdirAll(filepath.Join(h, ".qwen"), 0o755))
+	must(t, os.Symlink("/nonexistent/qwen.json", filepath.Join(h, ".qwen/settings.json")))
+	write(t, filepath.Join(h, ".pi/agent/mcp.json"), `{"mcpServers": {"mempalace": {"command": "mempalace-mcp", "args": ["--palace", "/x"]}}}`, 0o644)
+
+	only(t, b.run(), "warn:render-refuses") // solitary: opencode only
+	b.env["MEMPALACE_REMOTE_URL"] = "https://p.example.org/mcp"
+	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-0123456789abcdef"
+	fs := CheckRenderRefuses(b.opts.withDefaults())
+
+	res, _, err := render.Run(render.Options{Home: h, HomeFromFlag: true, Env: b.opts.Env, LookPath: b.opts.LookPath}, true)
+	must(t, err)
+	var want []string
+	for _, r := range res {
+		if r.Kept() {
+			want = append(want, r.Target)
+		}
+	}
+	slices.Sort(want)
+	if strings.Join(want, ",") != "cursor,gemini,opencode,pi-mcp,qwen" {
+		t.Fatalf("render's dry run keeps %v", want)
+	}
+	if len(fs) != len(want) {
+		t.Fatalf("%d findings for %d targets render leaves alone: %+v", len(fs), len(want), fs)
+	}
+	for i, f := range fs {
+		if f.ID != IDRenderRefuses || f.Severity != Warn || !strings.Contains(f.Message, h) || f.Fix == "" || strings.Contains(f.Fix, "(fix:") {
+			t.Errorf("%d: %+v", i, f)
+		}
+		if strings.Contains(f.Message, "pi/agent/mcp.json") && !strings.Contains(f.Fix, "--target pi-mcp") {
+			t.Errorf("pi-mcp's fix names no target: %s", f.Fix)
+		}
+	}
+	// Checked read-only: nothing written (render's dry run).
+	if _, err := os.Stat(filepath.Join(h, ".pi/agent/mcp.json.proposed")); err == nil {
+		t.Errorf("a .proposed was written")
+	}
+}
