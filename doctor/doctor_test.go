@@ -696,6 +696,11 @@ func TestProposedPending(t *testing.T) {
 	if !strings.Contains(fs[0].Message, "2h0m0s ago") || !strings.Contains(fs[0].Message, "changed after the proposal") || !strings.Contains(fs[0].Message, "or an entry render did not write") {
 		t.Fatalf("%s", fs[0].Message)
 	}
+	// The fix names the target, as render's warning does: a bare --reclaim
+	// also replaced a hand-written entry of another harness (attack88 F1).
+	if !strings.Contains(fs[0].Fix, "`devbox-config render --reclaim --target claude-code`") {
+		t.Fatalf("the fix does not name the target: %s", fs[0].Fix)
+	}
 
 	delete(b.env, "MEMPALACE_REMOTE_URL")
 	delete(b.env, "MEMPALACE_REMOTE_TOKEN")

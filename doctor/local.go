@@ -495,7 +495,7 @@ func lineOf(path, tok string) int {
 func CheckProposedPending(opts Options) []Finding {
 	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
 	var out []Finding
-	var proposesNow func(prop string) bool // render would write prop now
+	var proposesNow func(prop string) []string // the targets render would write prop for now
 	seen := map[string]bool{}
 	for _, rec := range harness.All() {
 		for _, c := range rec.Location.Names() {
@@ -517,7 +517,8 @@ func CheckProposedPending(opts Options) []Finding {
 				proposesNow = renderProposes(opts)
 			}
 			age := opts.Now().Sub(pi.ModTime()).Round(time.Minute)
-			if !proposesNow(prop) {
+			targets := proposesNow(prop)
+			if len(targets) == 0 {
 				out = append(out, Finding{ID: IDProposedPending, Severity: Info, Section: "§4.1",
 					Message: fmt.Sprintf("%s (written %s ago) proposes a MemPalace entry the environment no longer asks for: render proposes nothing for %s now, and the harness does what it says", prop, age, cfg),
 					Fix:     fmt.Sprintf("delete render's stale proposal: `rm %s`", shellword.Quote(prop))})
@@ -529,27 +530,30 @@ func CheckProposedPending(opts Options) []Finding {
 			}
 			out = append(out, Finding{ID: IDProposedPending, Severity: Warn, Section: "§4.1",
 				Message: msg,
-				Fix:     fmt.Sprintf("`diff %s %s`, then either copy the mempalace entry over and delete the .proposed, or run `devbox-config render --reclaim` to let the environment win (your version goes to a .bak)", shellword.Quote(cfg), shellword.Quote(prop))})
+				Fix:     fmt.Sprintf("`diff %s %s`, then either copy the mempalace entry over and delete the .proposed, or run `devbox-config render --reclaim --target %s` to let the environment win (your version goes to a .bak)", shellword.Quote(cfg), shellword.Quote(prop), strings.Join(targets, ","))})
 		}
 	}
 	return out
 }
 
-// renderProposes says whether render, run now in this environment, would
-// keep or write a .proposed (its dry run: nothing is written). When the
-// run fails, or cannot read a target's file, its .proposed stays a
-// warning.
-func renderProposes(opts Options) func(prop string) bool {
+// renderProposes says for which targets render, run now in this
+// environment, would keep or write a .proposed (its dry run: nothing is
+// written): the ones its fix names (attack88 F1: a bare --reclaim took
+// over other harnesses' entries too). When the run fails, or cannot read
+// a target's file, its .proposed stays a warning.
+func renderProposes(opts Options) func(prop string) []string {
 	results, _, err := render.Run(render.Options{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Env: opts.Env, LookPath: opts.LookPath}, true)
-	if err != nil {
-		return func(string) bool { return true }
+	if err != nil { // a usage error only, and no target is named
+		return func(string) []string { return []string{"NAME"} }
 	}
-	proposed := map[string]bool{}
+	proposed := map[string][]string{}
 	for _, r := range results {
-		proposed[r.ProposedFile] = r.ProposedFile != ""
-		if r.Action == render.ActionSkipped { // its file unread: no telling
-			proposed[r.File+".proposed"] = true
+		switch {
+		case r.ProposedFile != "":
+			proposed[r.ProposedFile] = append(proposed[r.ProposedFile], r.Target)
+		case r.Action == render.ActionSkipped: // its file unread: no telling
+			proposed[r.File+".proposed"] = append(proposed[r.File+".proposed"], r.Target)
 		}
 	}
-	return func(prop string) bool { return proposed[prop] }
+	return func(prop string) []string { return proposed[prop] }
 }
