@@ -345,6 +345,9 @@ func resolveIdentity(s *Settings, get func(string) string, tok string, warn warn
 			s.OriginLabel = v
 		} else {
 			s.OriginLabelRefused = v
+			if holdsToken(v, tok) { // its characters would show the token's (attack88 F4)
+				why = "holds a character a label may not hold"
+			}
 			warn(EnvOriginLabel, EnvOriginLabel+"=laptop (the device's label, as `devbox-config gateway device list` shows it)",
 				"%s %s (%s); ignored: writes carry '-' as the label, and the agent's address is its bare name", shown(v, tok), why, LabelRule)
 		}

@@ -74,3 +74,24 @@ func TestWarningsDoNotRepeatWhatMayBeASecret(t *testing.T) {
 		t.Errorf(`MEMPALACE_EDGE="yes please": %v, want the value held back and why`, w)
 	}
 }
+
+// A label that holds the token, not shown, does not have its invalid
+// characters listed either: they were, in order, up to five of the
+// token's (attack88 F4).
+func TestARefusedLabelNotShownListsNoneOfItsCharacters(t *testing.T) {
+	const tok = `a!@#%^&*()+=:;,<>?~x12345678`
+	for _, label := range []string{"x" + tok + "y", tok} {
+		s, w := resolve(map[string]string{EnvRemoteURL: "http://127.0.0.1:1/mcp", EnvRemoteToken: tok, EnvOriginLabel: label}, true)
+		if s.OriginLabel != "" || len(w) != 1 || w[0].Var != EnvOriginLabel || !strings.Contains(w[0].Message, "not shown") {
+			t.Fatalf("%q: %+v", label, w)
+		}
+		for _, c := range "!@#%^&*()+=:;,<>?~" {
+			if strings.Contains(w[0].Message, "'"+string(c)+"'") {
+				t.Errorf("%q: the warning lists %q: %s", label, c, w[0].Message)
+			}
+		}
+	}
+	if _, w := resolve(map[string]string{EnvOriginLabel: "lap!top"}, true); len(w) != 1 || !strings.Contains(w[0].Message, `'!'`) {
+		t.Errorf("a label shown still names its character: %+v", w)
+	}
+}
