@@ -1053,12 +1053,26 @@ func TestOutbox(t *testing.T) {
 		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting"}`), Wing: "w"})
 		s.Close()
 		before := snapshot(t, b.home)
-		only(t, b.run()) // just queued
+		// just queued, and solitary: no edge sends it, a note says so
+		// before edge/ is deleted (attack88 F8)
+		fs := b.run()
+		only(t, fs, "info:outbox-backlog")
+		if !strings.Contains(fs[0].Message, "not in edge mode") || !strings.Contains(fs[0].Fix, "edge flush") {
+			t.Fatalf("%+v", fs[0])
+		}
 		if after := snapshot(t, b.home); after != before {
 			t.Fatalf("reading the outbox left files behind:\n%s\n%s", before, after)
 		}
+		b.edgeMode("http://127.0.0.1:1/mcp", "")
+		for _, f := range b.run() {
+			if f.ID == IDOutboxBacklog {
+				t.Fatalf("edge mode, just queued: %+v", f)
+			}
+		}
+		delete(b.env, "MEMPALACE_EDGE")
+		delete(b.env, "MEMPALACE_REMOTE_URL")
 		b.opts.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
-		fs := b.run()
+		fs = b.run()
 		only(t, fs, "warn:outbox-backlog")
 		if !strings.Contains(fs[0].Message, "3h0m") {
 			t.Fatalf("%s", fs[0].Message)

@@ -28,6 +28,7 @@ type outboxState struct {
 	// that fails its integrity check), so nothing can read it.
 	unusable bool
 	device   string // .env's MEMPALACE_ORIGIN_DEVICE (outbox-copied)
+	edge     bool   // the devbox is in edge mode: an edge sends what waits
 	// storage: its file system refused the open (full, read-only, not
 	// this user's); peek is then what a read-only look counted.
 	storage *outbox.StorageError
@@ -46,7 +47,7 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 	if st.Palace == "" {
 		return outboxState{}
 	}
-	ob := outboxState{path: OutboxPath(st.Palace), device: st.Settings.OriginDevice}
+	ob := outboxState{path: OutboxPath(st.Palace), device: st.Settings.OriginDevice, edge: st.Settings.Mode == ladder.Edge}
 	fi, err := os.Stat(ob.path)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
 		return ob
@@ -136,21 +137,41 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 	if f, ok := CopiedOutbox(ob.path, ob.stats.Copied, ob.device); ok {
 		out = append(out, f)
 	}
-	if ob.stats.OldestQueued != nil {
-		age := opts.Now().Sub(*ob.stats.OldestQueued)
-		if age > opts.BacklogAge {
-			n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
-			msg := fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second))
-			if ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)) != "" && !ob.stats.LastErrorPast {
-				// the primary's words, masked before Printable turns a line
-				// break inside the token's wrapped base64 into a space
-				msg += "; last error: " + mailbox.Printable(opts.mask(ob.stats.LastError))
-			}
-			out = append(out, Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3", Message: msg,
-				Fix: "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"})
-		}
+	if f, ok := backlog(opts, ob); ok {
+		out = append(out, f)
 	}
 	return out
+}
+
+// backlog is outbox-backlog: writes queued longer than BacklogAge, or,
+// with no edge to send them (back to solitary or remote), any: a note
+// until they are that old (attack88 F8: deleting edge/ lost them for the
+// primary, and nothing said they waited).
+func backlog(opts Options, ob outboxState) (Finding, bool) {
+	if ob.stats.OldestQueued == nil {
+		return Finding{}, false
+	}
+	age := opts.Now().Sub(*ob.stats.OldestQueued)
+	if age <= opts.BacklogAge && ob.edge {
+		return Finding{}, false
+	}
+	n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
+	f := Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3",
+		Message: fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second)),
+		Fix:     "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"}
+	if ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)) != "" && !ob.stats.LastErrorPast {
+		// the primary's words, masked before Printable turns a line
+		// break inside the token's wrapped base64 into a space
+		f.Message += "; last error: " + mailbox.Printable(opts.mask(ob.stats.LastError))
+	}
+	if !ob.edge {
+		f.Message += "; this devbox is not in edge mode, so no edge sends them (they are in the local palace)"
+		f.Fix = fmt.Sprintf("before you delete %s: `devbox-config edge flush` with %s and %s set for the primary they are for sends them (`devbox-config edge status` shows them)", shellword.Quote(filepath.Dir(ob.path)), ladder.EnvRemoteURL, ladder.EnvRemoteToken)
+		if age <= opts.BacklogAge {
+			f.Severity = Info
+		}
+	}
+	return f, true
 }
 
 // deadOps is outbox-dead for writes the primary refused for good.
