@@ -37,6 +37,59 @@ func ReadEnv(file string) (map[string]string, error) {
 	return vars, nil
 }
 
+// EnvAssignments is, by name, the line of each assignment in the .env
+// file src, in order, its statements found as godotenv (ReadEnv) finds
+// them, so not inside a quoted value that spans lines: a name assigned
+// twice has two lines, and the last is its value (Docker Compose's rule
+// too). For a file ReadEnv accepts.
+func EnvAssignments(src []byte) map[string][]int {
+	lf := bytes.ReplaceAll(bytes.TrimPrefix(src, []byte("\ufeff")), []byte("\r\n"), []byte("\n"))
+	out := map[string][]int{}
+	for off := 0; ; {
+		start := bytes.IndexFunc(lf[off:], func(r rune) bool { return !unicode.IsSpace(r) })
+		if start < 0 {
+			return out
+		}
+		off += start
+		if lf[off] == '#' {
+			off = lineEnd(lf, off)
+			continue
+		}
+		stmt := lf[off:]
+		if rest, ok := bytes.CutPrefix(stmt, []byte("export")); ok && len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
+			stmt = bytes.TrimLeft(rest, " \t")
+		}
+		eq := bytes.IndexAny(stmt, "=:")
+		if eq < 0 {
+			return out
+		}
+		name := string(bytes.TrimSpace(stmt[:eq]))
+		out[name] = append(out[name], bytes.Count(lf[:off], []byte("\n"))+1)
+		val := bytes.TrimLeft(stmt[eq+1:], " \t\v\f\r")
+		off = len(lf) - len(val)
+		if len(val) == 0 || val[0] != '"' && val[0] != '\'' {
+			off = lineEnd(lf, off)
+			continue
+		}
+		end := 1 // the closing quote: the first not after a backslash, as godotenv takes it
+		for end < len(val) && (val[end] != val[0] || val[end-1] == '\\') {
+			end++
+		}
+		off += end + 1
+		if off >= len(lf) {
+			return out
+		}
+	}
+}
+
+// lineEnd is the offset just past the end of the line at off in lf.
+func lineEnd(lf []byte, off int) int {
+	if i := bytes.IndexByte(lf[off:], '\n'); i >= 0 {
+		return off + i + 1
+	}
+	return len(lf)
+}
+
 // noName places what godotenv takes under the name "" without an error: a
 // line that begins with =, or a last line with no = and no newline (its
 // whole text is the value).

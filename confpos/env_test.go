@@ -1,6 +1,7 @@
 package confpos
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,23 @@ func TestReadEnvLeadingBOM(t *testing.T) {
 	os.WriteFile(file, []byte("\ufeffMEMPALACE-EDGE=1\n"), 0o600)
 	if _, err := ReadEnv(file); err == nil || !strings.Contains(err.Error(), "f.env:1:10: ") {
 		t.Errorf("got %v, want the mistake at 1:10", err)
+	}
+}
+
+// A name assigned twice is found on each of its lines, as godotenv reads
+// the file, not inside a quoted value that spans lines (attack88 F3).
+func TestEnvAssignmentsNamesEachLine(t *testing.T) {
+	src := "\ufeff# c\r\nMEMPALACE_REMOTE_URL=http://a/mcp\r\nexport MEMPALACE_EDGE=1\nMEMPALACE_REMOTE_TOKEN=\"two\nMEMPALACE_EDGE=0\nlines\"\n  MEMPALACE_REMOTE_URL=\nX='a\\'\nMEMPALACE_EDGE=8' # c\nMEMPALACE_EDGE=9\n"
+	file := filepath.Join(t.TempDir(), ".env")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if vars, err := ReadEnv(file); err != nil || vars["MEMPALACE_EDGE"] != "9" || vars["MEMPALACE_REMOTE_URL"] != "" {
+		t.Fatalf("the file is not as godotenv reads it: %v %v", vars, err)
+	}
+	got := EnvAssignments([]byte(src))
+	want := map[string][]int{"MEMPALACE_REMOTE_URL": {2, 7}, "MEMPALACE_EDGE": {3, 10}, "MEMPALACE_REMOTE_TOKEN": {4}, "X": {8}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

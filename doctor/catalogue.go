@@ -13,7 +13,7 @@ type Kind struct {
 // in this package).
 func Catalogue() []Kind {
 	return []Kind{
-		{[]string{IDEnvFallback, IDEnvUnknown}, "§1.2", `a value render cannot use (and the fall-back it takes), a name nobody reads ("did you mean")`},
+		{[]string{IDEnvFallback, IDEnvUnknown, IDEnvDuplicate}, "§1.2", `a value render cannot use (and the fall-back it takes), a name nobody reads ("did you mean"), a name .env assigns twice`},
 		{[]string{IDEdgeSettings}, "§1.2", "an edge timeout or lease that is not a duration: the default is used"},
 		{[]string{IDWeakToken}, "§6.2", "a token under 16 characters"},
 		{[]string{IDKGSplit, IDEntitiesSplit}, "§7.1", "two files for one store"},

@@ -3,6 +3,7 @@ package doctor
 import (
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -61,5 +62,26 @@ func TestATokenNoHeaderCarriesIsNotCalledAnUnreachablePrimary(t *testing.T) {
 	only(t, fs, "error:"+IDEnvFallback)
 	if s := sent(); len(s) > 0 {
 		t.Fatalf("sent: %q", s)
+	}
+}
+
+// attack88 F3: a name assigned twice in .env was taken silently (the last
+// wins), and env-fallback then said to set what line 1 already set. doctor
+// names the name and both lines, never the values.
+func TestDoctorNamesAVariableAssignedTwice(t *testing.T) {
+	b := newBox(t)
+	env := filepath.Join(b.home, "dup.env")
+	write(t, env, "MEMPALACE_REMOTE_URL=http://127.0.0.1:1/mcp\nMEMPALACE_REMOTE_TOKEN=primary-secret-0123456789\nMEMPALACE_EDGE=1\nMEMPALACE_REMOTE_URL=\n", 0o600)
+	b.opts.EnvFiles = []string{env}
+	b.env["MEMPALACE_EDGE"] = "1"
+	b.env["MEMPALACE_REMOTE_TOKEN"] = "primary-secret-0123456789"
+	var dup []Finding
+	for _, f := range b.run() {
+		if f.ID == IDEnvDuplicate {
+			dup = append(dup, f)
+		}
+	}
+	if len(dup) != 1 || dup[0].Severity != Warn || !strings.Contains(dup[0].Message, "MEMPALACE_REMOTE_URL") || !strings.Contains(dup[0].Message, env+":1") || !strings.Contains(dup[0].Message, env+":4") || strings.Contains(dup[0].Message, "127.0.0.1") {
+		t.Fatalf("%+v", dup)
 	}
 }

@@ -2,8 +2,12 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/redact"
@@ -13,6 +17,7 @@ import (
 const (
 	IDEnvFallback  = "env-fallback"
 	IDEnvUnknown   = "env-unknown"
+	IDEnvDuplicate = "env-duplicate"
 	IDWeakToken    = "weak-token"
 	IDEdgeSettings = "edge-settings"
 )
@@ -65,6 +70,7 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 	for _, w := range (harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}).Warnings() {
 		out = append(out, Finding{ID: IDEnvFallback, Severity: Warn, Section: "§1.2", Message: w.What(), Fix: w.Fix})
 	}
+	out = append(out, envDuplicates(opts)...)
 	for _, w := range ladder.CheckNames(opts.Names) {
 		sev := Warn
 		if strings.Contains(w.Message, "did you mean") {
@@ -80,6 +86,35 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 			f.Fix = fmt.Sprintf("use a token of at least %d characters: %s", MinTokenLen, gatewayTokenFix)
 		}
 		out = append(out, f)
+	}
+	return out
+}
+
+// envDuplicates is env-duplicate: a MEMPALACE_* name assigned on two
+// lines of an .env file of opts.EnvFiles, of which the last wins
+// (godotenv's rule and Compose's), said with both lines and no value
+// (attack88 F3: a blank second URL left edge mode "without a URL").
+func envDuplicates(opts Options) []Finding {
+	var out []Finding
+	for _, file := range opts.EnvFiles {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			continue // not there: env-permissions has nothing to say either
+		}
+		lines := confpos.EnvAssignments(src)
+		for _, name := range slices.Sorted(maps.Keys(lines)) {
+			at := lines[name]
+			if len(at) < 2 || !strings.HasPrefix(name, "MEMPALACE_") {
+				continue
+			}
+			where := make([]string, len(at))
+			for i, n := range at {
+				where[i] = fmt.Sprintf("%s:%d", file, n)
+			}
+			out = append(out, Finding{ID: IDEnvDuplicate, Severity: Warn, Section: "§1.2",
+				Message: fmt.Sprintf("%s is assigned %d times, at %s: the last, %s, is the one read (by render, doctor and Docker Compose alike)", name, len(at), strings.Join(where, ", "), where[len(where)-1]),
+				Fix:     fmt.Sprintf("keep one %s= line in %s, the value you mean, and delete the others", name, file)})
+		}
 	}
 	return out
 }
