@@ -443,7 +443,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		go func() { defer wg.Done(); e.watchOwed(ctx) }()
 	}
 	if e.outbox != nil {
-		f := &outbox.Flusher{S: e.outbox, P: FlushTarget(e.primary), Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
+		f := &outbox.Flusher{S: e.outbox, P: FlushTarget(e.primary), Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace, Adopt: e.resolveLeft}
 		wg.Add(2)
 		go func() { defer wg.Done(); f.Run(flushCtx) }()
 		e.theirsFirst = make(chan struct{})                    // before any tool call is read
@@ -462,7 +462,7 @@ func (e *Edge) openState(ctx context.Context) {
 		e.log.Error("cannot create the edge's state directory; replication is off", "dir", dir, "err", err)
 	}
 	e.pw = &policyWatch{dir: dir}
-	pol, polErr, _ := e.pw.current()
+	_, polErr, _ := e.pw.current()
 	if polErr != nil {
 		// Replicating with an unknown policy could send a private wing to
 		// the primary: writes are held until the file is fixed.
@@ -477,10 +477,7 @@ func (e *Edge) openState(ctx context.Context) {
 	e.outbox = ob
 	if ob != nil {
 		e.mismatch, _ = ob.Meta(ctx, metaEmbedderMismatch) // unreadable reads as none: the next disagreeing pair records it again
-		e.resolveIntents(ctx)                              // writes a killed edge left at the local palace: held, released below
-	}
-	if ob != nil && polErr == nil {
-		e.release(ctx, pol) // ops held by an earlier run, if any
+		e.resolveLeft(ctx)                                 // writes a killed edge left at the local palace, and ops held by an earlier run
 	}
 	e.loadDevice(ctx)
 }

@@ -81,6 +81,8 @@ type harnessOpts struct {
 	grantAsk time.Duration
 	// stopGrace: Config's (default: the edge's).
 	stopGrace time.Duration
+	// lease: Config's (default: the edge's).
+	lease time.Duration
 	// writeGrace: Config's (default: the edge's).
 	writeGrace time.Duration
 	// writeBound: Config's (default: the edge's).
@@ -131,7 +133,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
-	cfg.GrantAsk = o.grantAsk
+	cfg.GrantAsk, cfg.Lease = o.grantAsk, o.lease
 	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.WriteBound, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.writeBound, o.childExitWait
 	switch {
 	case o.primaryURL != "":

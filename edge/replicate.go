@@ -189,6 +189,17 @@ func (e *Edge) abandon(ctx context.Context, c *call, in *intent) {
 	}
 }
 
+// resolveLeft resolves what an edge killed mid-write left in the outbox
+// (resolveIntents) and releases the held ops by the policy, if it parses:
+// at the edge's start, and from the flusher (outbox.Flusher.Adopt) when
+// another edge on this palace dies while this one runs.
+func (e *Edge) resolveLeft(ctx context.Context) {
+	e.resolveIntents(ctx)
+	if pol, err := e.currentPolicy(ctx); err == nil {
+		e.release(ctx, pol)
+	}
+}
+
 // resolveIntents holds the intents an edge killed mid-write left in the
 // outbox, for the policy to release (outbox/intent.go says why they are
 // sent, not checked against the local palace). Those of another edge on

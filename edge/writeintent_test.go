@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -75,4 +76,26 @@ func TestRefusedLocalWriteIsNeverSent(t *testing.T) {
 	if strings.Contains(h.primaryLog.String(), "add_drawer") {
 		t.Errorf("the refused write reached the primary:\n%s", h.primaryLog)
 	}
+}
+
+// Another agent session's edge on this palace is killed while its local
+// palace is at a write: this edge, running on, sends that write within
+// its Lease, resolved as its start resolves one (resolveLeft), with no
+// restart or `edge flush` (attack84 F1: it stayed an intent for good).
+func TestARunningEdgeSendsAKilledEdgesWrite(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{lease: 200 * time.Millisecond})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "this edge's own"})
+	h.eventually("this edge's own write on the primary", func() bool { return h.primary.Dump().CountContent("this edge's own") == 1 })
+	other, err := outbox.Open(filepath.Join(h.palace, "edge", outbox.FileName), "", "") // the other session's edge
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := "the killed session's last write"
+	args := fmt.Sprintf(`{"wing":"w","room":"r","content":%q}`, content)
+	if _, err := other.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(args), Wing: "w", Intent: true}); err != nil {
+		t.Fatal(err)
+	}
+	other.Close() // killed: its lock is free
+	h.eventually("the killed edge's write on the primary", func() bool { return h.primary.Dump().CountContent(content) == 1 })
 }

@@ -58,7 +58,11 @@ func (s *Store) listenBell() (*bell, error) {
 	if err != nil {
 		return nil, err
 	}
-	bl := &bell{conn: conn, path: filepath.Join(dir, name), done: make(chan struct{})}
+	path := filepath.Join(dir, name)
+	s.mu.Lock()
+	s.bell = path // ring skips it: this process wakes its own flusher (Kick)
+	s.mu.Unlock()
+	bl := &bell{conn: conn, path: path, done: make(chan struct{})}
 	go func() {
 		defer close(bl.done)
 		buf := make([]byte, 16)
@@ -81,26 +85,33 @@ func (b *bell) Close() {
 	_ = os.Remove(b.path)
 }
 
-// ringAll wakes this process's flusher (Kick) and rings every flusher's
-// doorbell in the background, on a goroutine Close waits for (none after
-// Close).
+// ringAll wakes this process's flusher (Kick) and rings every other
+// flusher's doorbell (ringOthers).
 func (s *Store) ringAll() {
 	s.Kick()
+	s.ringOthers()
+}
+
+// ringOthers rings every flusher's doorbell but this Store's own in the
+// background, on a goroutine Close waits for (none after Close).
+func (s *Store) ringOthers() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
 	s.rings.Add(1)
+	own := s.bell
 	go func() {
 		defer s.rings.Done()
-		s.ring()
+		s.ring(own)
 	}()
 }
 
-// ring wakes every flusher listening on this palace (best effort: a lost
-// ring only delays a flush until the next enqueue, a retry or a restart).
-func (s *Store) ring() {
+// ring wakes every flusher listening on this palace but the one at own
+// (best effort: a lost ring only delays a flush until the next enqueue, a
+// retry or a restart).
+func (s *Store) ring(own string) {
 	dir := filepath.Join(filepath.Dir(s.path), doorbellDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -109,7 +120,7 @@ func (s *Store) ring() {
 	// Best effort: a directory that cannot be opened rings no one.
 	_ = atSocketDir(dir, func(addr func(name string) string) error {
 		for _, e := range entries {
-			if !strings.HasSuffix(e.Name(), ".sock") {
+			if !strings.HasSuffix(e.Name(), ".sock") || filepath.Join(dir, e.Name()) == own {
 				continue
 			}
 			c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr(e.Name()), Net: "unixgram"})

@@ -92,9 +92,18 @@ type Flusher struct {
 	// the log line of an op gone dead (default `devbox-config edge outbox
 	// list`; a join's outbox is listed with --join).
 	ListCommand string
+	// Adopt, if set, resolves the intents and delete notes an edge process
+	// that is gone left (as an edge's start does: ResolveIntents, then the
+	// policy's release). Run calls it at its upkeep when it finds some:
+	// another edge on this palace killed mid-write while this one runs.
+	Adopt func(context.Context)
 
 	held      atomic.Pointer[lease] // nil: not held (mine)
 	lastPrune time.Time
+	// others: another edge process, still running, has intents or delete
+	// notes here; Run looks again within Lease, since its death rings no
+	// doorbell.
+	others bool
 }
 
 func (f *Flusher) defaults() {
@@ -134,7 +143,8 @@ func (f *Flusher) defaults() {
 // holds no lease and sleeps without a timer: an enqueue in this process,
 // the doorbell (an enqueue in any process on this palace) or the
 // primary's recovery wakes it. Only a backoff that is due later sets a
-// timer.
+// timer, and so does another edge process's intent or delete note (its
+// owner's death rings nothing: upkeep looks at its lock within Lease).
 func (f *Flusher) Run(ctx context.Context) {
 	f.defaults()
 	defer f.release()
@@ -159,11 +169,16 @@ func (f *Flusher) Run(ctx context.Context) {
 			continue
 		}
 		if r.wait >= idle {
-			f.release() // nothing to do: let any process take it when there is
+			// Nothing to do: let any process take it when there is.
+			f.release()
+			var wait time.Duration // 0: no timer, a wake only
+			if f.others {
+				wait = f.Lease // upkeep looks at their owners again
+			}
 			if b != nil {
-				f.sleep(ctx, 0)
+				f.sleep(ctx, wait)
 			} else {
-				f.pollUntilChanged(ctx)
+				f.pollUntilChanged(ctx, wait)
 			}
 			continue
 		}
@@ -362,11 +377,11 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 }
 
 // pollUntilChanged waits for a wake or another process's commit (PRAGMA
-// data_version), for an outbox whose doorbell could not be bound; a
-// commit signals Kicked, as the doorbell's ring does.
-func (f *Flusher) pollUntilChanged(ctx context.Context) {
+// data_version), for an outbox whose doorbell could not be bound, or for
+// d (0: no limit); a commit signals Kicked, as the doorbell's ring does.
+func (f *Flusher) pollUntilChanged(ctx context.Context, d time.Duration) {
 	var last int64 = -1
-	for ctx.Err() == nil {
+	for start := time.Now(); ctx.Err() == nil && (d == 0 || time.Since(start) < d); {
 		select {
 		case <-ctx.Done():
 			return

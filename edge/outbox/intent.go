@@ -23,8 +23,9 @@ import (
 // the orphaned local palace then applies it. The local answer settles
 // it: taken, it is promoted (queued, or held); refused, it is abandoned
 // (gone, as if never written). An intent nobody settled, because its edge
-// was killed, is resolved by the next edge (or `edge flush`): held, then
-// released by the policy like any held op, so it is sent. Whether the
+// was killed, is resolved by the next edge (or `edge flush`), or by an
+// edge on this palace still running (Flusher.Adopt): held, then released
+// by the policy like any held op, so it is sent. Whether the
 // local palace applied it cannot be known then (the orphan may still be at
 // it), and the payload is all a send needs: sent, the primary may hold a
 // write this palace lacks (merged reads show it), as a write given up
@@ -163,7 +164,8 @@ func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
 // policy then releases them (ReleaseHeld), as any held op; and keeps the
 // deletes it left noted (resolveDeletes: the unsent writes they cover,
 // the killed edge's intents among them, are cancelled). It says how many.
-// The edge runs it at start, `edge flush` before it flushes. An intent or
+// The edge runs it at start, and from its flusher when an owner is gone
+// (Flusher.Adopt); `edge flush` before it flushes. An intent or
 // note whose owner still runs (another edge on this palace, its local
 // palace slow) is left to it: its local answer settles it (live.go).
 func (s *Store) ResolveIntents(ctx context.Context) (int, error) {
@@ -190,22 +192,71 @@ func (s *Store) ResolveIntents(ctx context.Context) (int, error) {
 // goneIntents counts the intents of each owner that is gone (live.go):
 // those ResolveIntents holds.
 func (s *Store) goneIntents(ctx context.Context) (map[string]int, error) {
+	counts, err := s.intentOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string]int{}
+	for owner, n := range counts {
+		if s.gone(owner) {
+			gone[owner] = n
+		}
+	}
+	return gone, nil
+}
+
+// intentOwners counts the intents of each owner. It reads the pending
+// ops' index only (state<>'done' names it), not the done ops the outbox
+// keeps: a running flusher asks at each wake (othersLeft).
+func (s *Store) intentOwners(ctx context.Context) (map[string]int, error) {
 	type count struct {
 		owner string
 		n     int
 	}
 	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.owner, &c.n); return },
-		`SELECT owner, COUNT(*) FROM ops WHERE state='intent' GROUP BY owner`)
+		`SELECT owner, COUNT(*) FROM ops WHERE state='intent' AND state<>'done' GROUP BY owner`)
 	if err != nil {
 		return nil, err
 	}
-	gone := map[string]int{}
+	by := make(map[string]int, len(counts))
 	for _, c := range counts {
-		if s.gone(c.owner) {
-			gone[c.owner] = c.n
+		by[c.owner] = c.n
+	}
+	return by, nil
+}
+
+// othersLeft says whether another edge process's intents or delete notes
+// are in the outbox: some whose owner is gone (ResolveIntents resolves
+// them), some whose owner still runs (its local answer settles them).
+// The owners' locks are looked at only when there are some. Those naming
+// no owner (an older build, a volume without file locks) are left to an
+// edge's start, as before, and so is everything while this Store names no
+// owner itself: its own would name none too.
+func (s *Store) othersLeft(ctx context.Context) (gone, running bool, err error) {
+	if s.owner == "" {
+		return false, false, nil
+	}
+	owners, err := s.intentOwners(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("outbox: %w", err)
+	}
+	notes, err := s.deleteNotesUnder(ctx, deleteNotes)
+	if err != nil {
+		return false, false, err
+	}
+	for _, x := range notes {
+		owners[x.note.Owner]++
+	}
+	for owner := range owners {
+		switch {
+		case owner == "" || owner == s.owner:
+		case s.gone(owner):
+			gone = true
+		default:
+			running = true
 		}
 	}
-	return gone, nil
+	return gone, running, nil
 }
 
 // PendingDelete is a delete in the outbox before its local answer.
@@ -274,6 +325,7 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 	if err := tx.Commit(); err != nil {
 		return PendingDelete{}, fmt.Errorf("outbox: %w", err)
 	}
+	s.ringOthers() // as an intent's Enqueue: other edges' flushers look at its owner's lock from now on
 	return p, nil
 }
 
@@ -302,7 +354,7 @@ type keyedNote struct {
 func (s *Store) deleteNotesUnder(ctx context.Context, prefix string) ([]keyedNote, error) {
 	type row struct{ key, note string }
 	rows, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
-		`SELECT key, value FROM meta WHERE key LIKE ? ORDER BY key`, prefix+"%")
+		`SELECT key, value FROM meta WHERE key GLOB ? ORDER BY key`, prefix+"*") // GLOB, not LIKE: it reads the key's index
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}

@@ -3,7 +3,9 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -25,21 +27,79 @@ func (r *rig) openOther() *outbox.Store {
 // intents and delete notes left unsettled, and releases what is held.
 func (r *rig) start(s *outbox.Store) int {
 	r.t.Helper()
-	ctx := context.Background()
-	n, err := s.ResolveIntents(ctx)
+	n, err := resolveLeft(context.Background(), s)
 	if err != nil {
 		r.t.Fatal(err)
+	}
+	return n
+}
+
+// resolveLeft is start's work (the edge's resolveLeft with a policy that
+// replicates everything).
+func resolveLeft(ctx context.Context, s *outbox.Store) (int, error) {
+	n, err := s.ResolveIntents(ctx)
+	if err != nil {
+		return n, err
 	}
 	held, err := s.List(ctx, 100, outbox.Held)
 	if err != nil {
-		r.t.Fatal(err)
+		return n, err
 	}
 	for _, o := range held {
 		if err := s.Release(ctx, o, json.RawMessage(o.Payload), true); err != nil {
-			r.t.Fatal(err)
+			return n, err
 		}
 	}
-	return n
+	return n, nil
+}
+
+// Two edges on one palace: edge A is killed with a write waiting for its
+// local palace (an intent) and a delete noted. Edge B, running and idle,
+// resolves them without a restart, within its Lease: its flusher, rung by
+// A's intent, looks at A's lock again at each upkeep (Adopt), and sends
+// nothing of A's while A lives. Before, they waited for the next edge
+// start or `edge flush`, however long B ran (attack84 F1).
+func TestARunningEdgeResolvesAKilledEdgesIntents(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const lease = 200 * time.Millisecond
+	r.flusher.Lease = lease
+	r.flusher.Adopt = func(ctx context.Context) {
+		if _, err := resolveLeft(ctx, r.store); err != nil {
+			t.Error(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.flusher.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	a := r.openOther()
+	content := "A's last write, its local palace slow"
+	op, err := a.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: addDrawer(content), Intent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := []byte(`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"drawer_x"}}`)
+	if _, err := a.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: "drawer_x"}}, nil, nil, "", call); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * lease) // B's upkeep looks at A's lock, held
+	if o, _ := r.store.Get(ctx, op.LocalSeq); o.State != outbox.Intent {
+		t.Errorf("live edge A's write waiting for its local palace is %s, want still an intent", o.State)
+	}
+	a.Close() // A is killed: its lock is free
+	killed := time.Now()
+	for r.primary.Dump().CountContent(content) == 0 && time.Since(killed) < 10*time.Second {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	if n := r.primary.Dump().CountContent(content); n != 1 {
+		t.Fatalf("killed edge A's write is on the primary %d times %v after, with edge B running, want once", n, took)
+	}
+	if us, err := r.store.Unapplied(ctx); len(us) != 1 || err != nil {
+		t.Errorf("killed edge A's delete: %d kept unapplied (%v), want 1", len(us), err)
+	}
+	t.Logf("sent %v after A was killed (Lease %v)", took.Round(time.Millisecond), lease)
 }
 
 func addDrawer(content string) []byte {

@@ -218,8 +218,11 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	if err := tx.Commit(); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	if op.State == Queued {
+	switch op.State {
+	case Queued:
 		s.ringAll()
+	case Intent: // other edges' flushers look at its owner's lock from now on (Flusher.Adopt): its death rings nothing
+		s.ringOthers()
 	}
 	return op, nil
 }

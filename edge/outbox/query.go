@@ -226,7 +226,7 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	case Held:
 		return o, fmt.Errorf("op %s is held until the replication policy parses (%s): fix the policy and the edge sends it", o.Short(), PolicyHint)
 	case Intent:
-		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if the edge was stopped, the next edge start or `edge flush` does)", o.Short())
+		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if its edge was stopped, an edge running on this palace within its lease, the next edge start or `edge flush` does)", o.Short())
 	case Inflight:
 		return o, fmt.Errorf("op %s is in flight: an edge is sending it, or one stopped mid-send (the next edge or `devbox-config edge flush` sends it again, after a look-up); its answer settles it: retry it if it ends dead or in doubt", o.Short())
 	}
@@ -805,8 +805,8 @@ type Stats struct {
 	Held    []Op `json:"held,omitempty"`
 	// Intents lists (up to 100 of) the writes in the outbox before the
 	// local palace answered (intent.go): its answer settles each, or, left
-	// by a killed edge, the next edge start or `edge flush` holds it and
-	// the policy releases it.
+	// by a killed edge, an edge running on, the next edge start or `edge
+	// flush` holds it and the policy releases it.
 	Intents []Op `json:"intents,omitempty"`
 	// BehindDelete lists (up to 100 of) the queued update_drawer ops a
 	// pending delete_by_source holds (heldByDelete): sent, or cancelled
@@ -819,7 +819,8 @@ type Stats struct {
 	// closed on the primary already (DeadOp.Closed): their end not kept.
 	Closed []Op `json:"already_closed,omitempty"`
 	// OrphanedIntents counts the intents whose edge is gone (live.go):
-	// nothing sends them until an edge starts or `edge flush` runs.
+	// an edge running on this palace sends them within its Lease
+	// (Flusher.Adopt), else an edge's start or `edge flush`.
 	OrphanedIntents int `json:"orphaned_intents,omitempty"`
 	// StayedLocal counts the writes the local palace took that an edge
 	// could not put here (stayedlocal.go, its own file), one record for

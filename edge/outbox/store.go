@@ -37,6 +37,7 @@ type Store struct {
 	kicked  chan struct{} // Kicked: the edge's, beside the flusher's wake
 	closed  bool
 	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
+	bell    string         // this Store's flusher's doorbell ("": none; ring skips it)
 	notices atomic.Int64   // ops this process's flusher settled for the agent to hear of (Notices)
 }
 

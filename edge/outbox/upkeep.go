@@ -21,8 +21,35 @@ const (
 	pruneBatch = 5000
 )
 
-// upkeep prunes when a prune is due (Run's, between rounds).
+// upkeep (Run's, between rounds) resolves what an edge process that is
+// gone left (adopt), and prunes when a prune is due.
 func (f *Flusher) upkeep(ctx context.Context) {
+	f.adopt(ctx)
+	f.prune(ctx)
+}
+
+// adopt has Adopt resolve the intents and delete notes of an edge process
+// that is gone, and notes whether one still running has some (others).
+// With none, it costs one look at the pending ops and the delete notes;
+// the owners' locks are looked at only for those there are.
+func (f *Flusher) adopt(ctx context.Context) {
+	if f.Adopt == nil {
+		return
+	}
+	gone, running, err := f.S.othersLeft(ctx)
+	if err != nil {
+		f.Log.Warn("outbox: another edge's unsettled writes not looked at; next time", "err", err)
+		f.others = true // looked at again within Lease
+		return
+	}
+	f.others = running
+	if gone {
+		f.Adopt(ctx) // its release rings: the next round sends them
+	}
+}
+
+// prune prunes the done ops when a prune is due.
+func (f *Flusher) prune(ctx context.Context) {
 	now := f.S.now()
 	if now.Sub(f.lastPrune) < min(PruneEvery, f.Retention) {
 		return
