@@ -277,16 +277,26 @@ func TestOpIDForms(t *testing.T) {
 
 // A write at the local palace (or left there by a killed edge) is an
 // intent in the outbox: status counts it and says what becomes of it, in
-// text and --json, instead of showing nothing pending.
+// text and --json, instead of showing nothing pending; and whether its
+// edge is alive, from its lock (attack84 F1: it could not tell).
 func TestEdgeStatusShowsIntents(t *testing.T) {
 	s := edgeOutbox(t)
 	op, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"at the local palace"}`), Wing: "w", Intent: true})
 	if err != nil || op.State != outbox.Intent {
 		t.Fatalf("enqueue an intent: %v, %v", op.State, err)
 	}
-	s.Close()
+	s.Close() // its edge is gone
+	// Another edge, still at its local palace:
+	alive, err := outbox.Open(s.Path(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alive.Close()
+	if _, err := alive.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"still at it"}`), Wing: "w", Intent: true}); err != nil {
+		t.Fatal(err)
+	}
 	out := runOK(t, "edge", "status")
-	for _, want := range []string{"intent 1", "INTENT", "edge flush"} {
+	for _, want := range []string{"intent 2", "INTENT", "1 of an edge alive", "1 of an edge stopped or killed", "edge flush"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -301,7 +311,7 @@ func TestEdgeStatusShowsIntents(t *testing.T) {
 	if err := json.Unmarshal([]byte(runOK(t, "edge", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Queue.ByState["intent"] != 1 || len(st.Queue.Intents) != 1 || st.Queue.Intents[0].ID != op.ID || !strings.Contains(st.IntentNote, "edge flush") {
+	if st.Queue.ByState["intent"] != 2 || len(st.Queue.Intents) != 2 || st.Queue.Intents[0].ID != op.ID || !strings.Contains(st.IntentNote, "1 of an edge alive") {
 		t.Errorf("status --json: %+v", st)
 	}
 }

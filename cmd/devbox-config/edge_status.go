@@ -48,9 +48,11 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               there (done: they stay in this palace only), for 8 days
   CLOSED      a kg_invalidate of a fact the primary held closed already
               (another device's end came first: done, its end not kept), for 8 days
-  INTENT      writes put in the outbox before the local palace answered:
-              its answer queues them; left by a stopped or killed edge,
-              the next edge start or devbox-config edge flush sends them
+  INTENT      writes put in the outbox before the local palace answered,
+              and whether their edge is alive (its lock under edge/live/
+              held): its answer queues them; left by a stopped or killed
+              edge, an edge running on this palace sends them within its
+              lease, else the next edge start or devbox-config edge flush
   LOCAL ONLY  writes the local palace took that the outbox could not record
               (its disk full): only devbox-config join sends them; or that
               its record, edge/stayed-local.json, cannot be read (the fix)
@@ -248,8 +250,9 @@ func behindNote(n int) string {
 }
 
 // intentNote says what becomes of the writes in the outbox before the
-// local palace answered ("" with none): whether their edge still waits
-// for that answer or was killed cannot be told from here.
+// local palace answered ("" with none): those whose edge is alive (its
+// lock held) wait for its answer; those of an edge gone are sent by any
+// edge running on the palace, or the next to start.
 func intentNote(st outbox.Stats) string {
 	n := st.ByState[outbox.Intent]
 	if n == 0 {
@@ -259,7 +262,14 @@ func intentNote(st outbox.Stats) string {
 	if len(st.Intents) > 0 {
 		oldest = fmt.Sprintf(" (oldest %s, %s ago)", st.Intents[0].Short(), time.Since(st.Intents[0].CreatedAt).Round(time.Second))
 	}
-	return fmt.Sprintf("%d write(s) put in the outbox before the local palace answered%s: an edge waiting for that answer queues them (drops one it refused); if their edge was stopped or killed, the next edge start or devbox-config edge flush sends them", n, oldest)
+	var parts []string
+	if alive := n - st.OrphanedIntents; alive > 0 {
+		parts = append(parts, fmt.Sprintf("%d of an edge alive (its lock under edge/live/ held): it queues them on that answer (drops one refused)", alive))
+	}
+	if gone := st.OrphanedIntents; gone > 0 {
+		parts = append(parts, fmt.Sprintf("%d of an edge stopped or killed (its lock free): an edge running on this palace sends them within its lease (MEMPALACE_EDGE_LEASE), else the next edge start or devbox-config edge flush", gone))
+	}
+	return fmt.Sprintf("%d write(s) put in the outbox before the local palace answered%s: %s", n, oldest, strings.Join(parts, "; "))
 }
 
 // printTombstones: what this device deleted, and what of it the primary
