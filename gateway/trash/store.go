@@ -105,10 +105,13 @@ type Again struct {
 	Tool   string
 }
 
-// againJoin joins a kept drawer (k) to the first later delete, gone
-// through, of the drawer a restore put it back as (again; NULL: none).
+// againJoin joins a kept drawer (k) to the first delete, gone through,
+// made after a restore put it back, of the id it came back as (again;
+// NULL: none). After the restore, by time: a newer delete of the same id
+// made before the restore of an older one did not take the restored copy
+// (attack87 F1); one in the restore's millisecond counts as after.
 const againJoin = ` LEFT JOIN deletes again ON k.restored_as != '' AND again.id = (SELECT r.delete_id FROM drawers r JOIN deletes d ON d.id = r.delete_id
-  WHERE r.drawer_id = k.restored_as AND r.delete_id > k.delete_id AND d.state = 'deleted' ORDER BY r.delete_id LIMIT 1)`
+  WHERE r.drawer_id = k.restored_as AND r.delete_id > k.delete_id AND d.at >= k.restored_at AND d.state = 'deleted' ORDER BY r.delete_id LIMIT 1)`
 
 // again reads againJoin's columns (again.id, again.at, again.tool).
 func again(id, at sql.NullInt64, tool sql.NullString) *Again {
@@ -554,9 +557,15 @@ func entryDigest(key []byte, agent, wing, text string) string {
 }
 
 // purging reads what a purge's clause picks: the deletes' numbers, and
-// the drawers a restore put back or holds.
+// the drawers a restore put back or holds, among them and among any
+// delete's copies of the ids they hold (a purge of a newer delete of a
+// drawer whose older delete a restore put back says so: attack87 F1).
 func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int64, live []Drawer, err error) {
-	rows, err := tx.QueryContext(ctx, `SELECT k.delete_id, k.drawer_id, k.restored_at, k.restored_as, k.restoring_at, again.id, again.at, again.tool FROM drawers k`+againJoin+` WHERE k.purged_at='' AND k.`+where+` ORDER BY k.delete_id, k.drawer_id`, arg)
+	rows, err := tx.QueryContext(ctx, `WITH p AS (SELECT delete_id, drawer_id FROM drawers WHERE purged_at='' AND `+where+`)
+  SELECT k.delete_id, k.drawer_id, k.restored_at, k.restored_as, k.restoring_at, again.id, again.at, again.tool,
+    EXISTS (SELECT 1 FROM p WHERE p.delete_id=k.delete_id AND p.drawer_id=k.drawer_id) AS picked FROM drawers k`+againJoin+`
+  WHERE picked OR (k.restored_at IS NOT NULL OR k.restoring_at != '') AND EXISTS (SELECT 1 FROM p WHERE p.drawer_id IN (k.drawer_id, k.restored_as))
+  ORDER BY k.delete_id, k.drawer_id`, arg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -567,11 +576,12 @@ func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int6
 		var restored, againID, againAt sql.NullInt64
 		var againTool sql.NullString
 		var restoring string
-		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring, &againID, &againAt, &againTool); err != nil {
+		var picked bool
+		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring, &againID, &againAt, &againTool, &picked); err != nil {
 			return nil, nil, err
 		}
 		d.DeletedAgain = again(againID, againAt, againTool)
-		if len(ids) == 0 || ids[len(ids)-1] != id {
+		if picked && (len(ids) == 0 || ids[len(ids)-1] != id) {
 			ids = append(ids, id)
 		}
 		if d.RestoredAt, d.RestoringAt, err = restoreTimes(d.ID, restored, restoring); err != nil {
