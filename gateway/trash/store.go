@@ -711,9 +711,12 @@ func (s *Store) Find(ctx context.Context, ref string) (Delete, error) {
 }
 
 // DeletedDrawer is the newest delete that removed drawer id from the
-// primary (state deleted; an update's replaced version is no delete) and
-// whose drawer no restore brought back, holding that drawer alone; ok
-// false when there is none.
+// primary, or may have (any state: pending and unconfirmed too, as a
+// refused delete leaves no entry; an update's replaced version is no
+// delete), and whose drawer no restore brought back, holding that drawer
+// alone; ok false when there is none. A caller refusing to file it again
+// asks the primary first: a delete that was not made left it there
+// (attack87 F2).
 func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool, err error) {
 	return s.deleted(ctx, 1, `dr.drawer_id=?`, id)
 }
@@ -746,6 +749,9 @@ func (s *Store) RestoredElsewhere(ctx context.Context, id string) (d Delete, ok 
 // are told apart by count alone: ok only when the trash holds at least
 // nth of them (nth 1: any), d naming the nth newest. A purged entry is
 // found by its digest (entryDigest under s.Key), its text being gone.
+// A pending or unconfirmed delete counts too: one not made left its
+// entry on the primary, where a join counts it as there, so of k equal
+// copies one delete still leaves k-1, as the delete meant.
 func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string, nth int) (d Delete, ok bool, err error) {
 	// kind='diary' literally: the planner then uses diary_by_text.
 	return s.deleted(ctx, nth, `dr.kind='diary' AND dr.wing=? AND (dr.content=? AND json_extract(dr.metadata,'$.agent')=? OR dr.purged_digest=?)`, wing, text, agent, entryDigest(s.Key, agent, wing, text))
@@ -755,8 +761,8 @@ func (s *Store) deleted(ctx context.Context, nth int, where string, args ...any)
 	var id int64
 	var drawer string
 	err := s.db.QueryRowContext(ctx, `SELECT dr.delete_id, dr.drawer_id FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
-		WHERE x.state=? AND x.tool<>'update_drawer' AND dr.restored_at IS NULL AND `+where+` ORDER BY dr.delete_id DESC LIMIT 1 OFFSET ?`,
-		append(append([]any{StateDeleted}, args...), max(nth, 1)-1)...).Scan(&id, &drawer)
+		WHERE x.tool<>'update_drawer' AND dr.restored_at IS NULL AND `+where+` ORDER BY dr.delete_id DESC LIMIT 1 OFFSET ?`,
+		append(args, max(nth, 1)-1)...).Scan(&id, &drawer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delete{}, false, nil
 	}
