@@ -893,9 +893,16 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 // verify names a second copy on the primary of what this run wrote with no
 // server guard (diaries, closed facts: another palace joining at the same
 // moment; never deleted), then compares a seeded sample of the records by
-// content on both sides.
+// content on both sides. A run the primary ended (it accepted nothing for
+// o.Stall, or refused the token: a "primary" failure) is not verified: it
+// ends there, with a note (attack87 F3: a FAILED line a record against a
+// primary found down).
 func (j *joining) verify(ctx context.Context) {
 	if ctx.Err() != nil {
+		return
+	}
+	if slices.ContainsFunc(j.rep.Failed, func(f Failure) bool { return f.Kind == "primary" }) {
+		j.rep.Notes = append(j.rep.Notes, "not verified: the primary stopped the run (FAILED primary above), and what it left stays queued for the next join")
 		return
 	}
 	var listing map[string]map[string][]string

@@ -1,0 +1,55 @@
+package join
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A primary that stops answering mid-join ends the run: the join does not
+// go on to verify what it sent against the primary it just found down
+// (before: a verify FAILED line per record, and ~25 s more against a real
+// dead primary; attack87 F3). The records left stay queued, as the
+// connection failure says.
+func TestAJoinWhosePrimaryStoppedDoesNotVerify(t *testing.T) {
+	t.Parallel()
+	p, pr := newPalace(t), newPrimary(t)
+	fill(t, p, "a")
+	p.save(t)
+	up := &url.URL{Scheme: "http", Host: pr.srv.Addr()}
+	fwd := httputil.NewSingleHostReverseProxy(up)
+	var writes atomic.Int32 // after 3 writes, the primary is gone
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/call"`)) && (bytes.Contains(body, []byte("add_drawer")) || bytes.Contains(body, []byte("diary_write"))) && writes.Add(1) > 3 ||
+			writes.Load() > 3 {
+			http.Error(w, "upstream unreachable", http.StatusBadGateway)
+			return
+		}
+		r.Body, r.Host = io.NopCloser(bytes.NewReader(body)), up.Host
+		fwd.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cfg := config(t, p, pr)
+	cfg.URL = front.URL + "/mcp"
+	rep := run(t, cfg, Options{Stall: time.Second, Verify: All})
+	stopped := false
+	for _, f := range rep.Failed {
+		switch {
+		case f.Kind == "primary" && strings.Contains(f.Error, "accepted nothing") && strings.Contains(f.Error, "stay queued"):
+			stopped = true
+		case strings.Contains(f.Error, "verify"):
+			t.Errorf("verified against the primary the run found down: %s %s: %s", f.Kind, f.Record, f.Error)
+		}
+	}
+	if !stopped || rep.Sampled != 0 || rep.Verified != 0 {
+		t.Fatalf("want the run ended on the primary's connection, nothing verified: sampled %d, verified %d, failed %+v", rep.Sampled, rep.Verified, rep.Failed)
+	}
+}
