@@ -902,7 +902,9 @@ func (j *joining) verify(ctx context.Context) {
 		return
 	}
 	if slices.ContainsFunc(j.rep.Failed, func(f Failure) bool { return f.Kind == "primary" }) {
-		j.rep.Notes = append(j.rep.Notes, "not verified: the primary stopped the run (FAILED primary above), and what it left stays queued for the next join")
+		if j.o.Verify != 0 {
+			j.rep.Notes = append(j.rep.Notes, "not verified: the primary stopped the run (FAILED primary above), and what it left stays queued for the next join")
+		}
 		return
 	}
 	var listing map[string]map[string][]string

@@ -49,7 +49,7 @@ func TestAJoinWhosePrimaryStoppedDoesNotVerify(t *testing.T) {
 			t.Errorf("verified against the primary the run found down: %s %s: %s", f.Kind, f.Record, f.Error)
 		}
 	}
-	if !stopped || rep.Sampled != 0 || rep.Verified != 0 {
-		t.Fatalf("want the run ended on the primary's connection, nothing verified: sampled %d, verified %d, failed %+v", rep.Sampled, rep.Verified, rep.Failed)
+	if !stopped || rep.Sampled != 0 || rep.Verified != 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "not verified") {
+		t.Fatalf("want the run ended on the primary's connection, nothing verified, and a note saying so: sampled %d, verified %d, notes %q, failed %+v", rep.Sampled, rep.Verified, rep.Notes, rep.Failed)
 	}
 }
