@@ -25,6 +25,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 
 // --version prints what `version` prints.
 func TestVersionFlag(t *testing.T) {
+	t.Parallel()
 	code, flag, _ := runCLI("--version")
 	_, cmd, _ := runCLI("version")
 	if code != 0 || flag != cmd || !strings.HasPrefix(flag, "devbox-config ") {
@@ -36,6 +37,7 @@ func TestVersionFlag(t *testing.T) {
 // -buildvcs=false) names its executable's digest, so two such builds are
 // told apart (attack56 V1: three releases all said "commit unknown").
 func TestVersionOfAnUnstampedBuildNamesItsDigest(t *testing.T) {
+	t.Parallel()
 	if commit != "" {
 		t.Skip("a stamped build")
 	}
@@ -61,6 +63,7 @@ func TestVersionOfAnUnstampedBuildNamesItsDigest(t *testing.T) {
 // for help, including the commands that only group others (which used to
 // print their help and exit 0).
 func TestUsageMistakesNameTheCommand(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -94,6 +97,7 @@ func TestUsageMistakesNameTheCommand(t *testing.T) {
 // 2 and the hint (it printed the root's help and exited 0); help for a real
 // command, and completion of help's argument, still work.
 func TestHelpUnknownTopic(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"help", "nosuch"}, {"help", "edge", "nosuch"}} {
 		code, out, errOut := runCLI(args...)
 		want := fmt.Sprintf("devbox-config: unknown help topic %q (run 'devbox-config --help' for usage)\n", strings.Join(args[1:], " "))
@@ -119,6 +123,7 @@ func TestHelpUnknownTopic(t *testing.T) {
 // comma the rest of the list prefixed with what was typed (it offered bare
 // names there, which the shell never matches against "opencode,").
 func TestTargetCompletion(t *testing.T) {
+	t.Parallel()
 	_, out, _ := runCLI("__complete", "render", "--target", "")
 	for _, tg := range render.AllTargets {
 		if !strings.Contains(out, tg+"\n") {
@@ -216,6 +221,7 @@ func TestRenderJSONWithDiff(t *testing.T) {
 // the edge reads, and the root --help the edge's own (its palace, timeout
 // and lease among them), as devbox.md documents them.
 func TestHelpNamesTheVariablesTheEdgeReads(t *testing.T) {
+	t.Parallel()
 	_, edgeHelp, _ := runCLI("edge", "--help")
 	_, rootHelp, _ := runCLI("--help")
 	own := []string{ladder.EnvPalacePath, ladder.EnvEdgeTimeout, ladder.EnvEdgeLease, ladder.EnvEdgeLog, ladder.EnvEdgeChild}
@@ -235,6 +241,7 @@ func TestHelpNamesTheVariablesTheEdgeReads(t *testing.T) {
 // (mailbox's --timeout: MEMPALACE_EDGE_TIMEOUT, else 10s) is not followed by
 // pflag's own "(default …)" as well, in any command's --help.
 func TestNoFlagStatesItsDefaultTwice(t *testing.T) {
+	t.Parallel()
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, l := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {

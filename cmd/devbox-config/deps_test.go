@@ -25,6 +25,7 @@ const depsHeader = `# Every package the release binary links, but the standard l
 // that appears in (or leaves) the binary fails the test until the list is
 // updated on purpose. It runs go list (no build), so it is in the fast tier.
 func TestLinkedPackages(t *testing.T) {
+	t.Parallel()
 	out, err := goListDeps()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // variable scripts/test exports is set by an ENV. Its progress ticker (a
 // background line and the trap that stops it) is not a step.
 func TestDockerfileRunsTheTestScript(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..")
 	script, err := os.ReadFile(filepath.Join(root, "scripts", "test"))
 	if err != nil {

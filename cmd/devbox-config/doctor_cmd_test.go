@@ -245,6 +245,7 @@ type doctorFinding struct{ ID, Severity, Section, Message, Fix string }
 // ids for scripts; every id doctor can emit is in it (the outbox's and pi's
 // among them).
 func TestDoctorHelpListsEveryFindingID(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runCLI("doctor", "--help")
 	if code != 0 {
 		t.Fatalf("doctor --help: exit %d", code)

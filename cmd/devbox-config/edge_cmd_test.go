@@ -470,6 +470,7 @@ func TestEdgeStatusShowsUpdatesHeldByADelete(t *testing.T) {
 // status quotes it and says what clears it, not that merged search is off
 // for good.
 func TestEdgeStatusSaysWhatClearsAnEmbedderMismatch(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	edgeStatus{mismatch: "drawer d1, same text on both sides: local distance 0.1000, primary 0.7000"}.print(&b)
 	line := b.String()
@@ -482,6 +483,7 @@ func TestEdgeStatusSaysWhatClearsAnEmbedderMismatch(t *testing.T) {
 // primary is done, and status lists it with what was left out, in full
 // (the drawer ids), as done: nothing for the operator to retry.
 func TestEdgeStatusListsACheckpointsItemsLeftOut(t *testing.T) {
+	t.Parallel()
 	words := "shared without 1 of its 2 items: an admin deleted them on the primary (drawer drawer_shared_gone_38009c97c3199040dc8d54e2); they stay in this devbox's palace only"
 	o := outbox.Op{ID: strings.Repeat("ab", 32), Tool: "mempalace_checkpoint", State: outbox.Done, Error: json.RawMessage(`{"kind":"deleted-on-primary","message":"` + words + `"}`)}
 	var b bytes.Buffer
@@ -494,6 +496,7 @@ func TestEdgeStatusListsACheckpointsItemsLeftOut(t *testing.T) {
 // edge flush names a checkpoint it sent that the primary took without
 // items an admin deleted there, and not one an earlier flush sent.
 func TestEdgeFlushNamesTheCheckpointsItSentInPart(t *testing.T) {
+	t.Parallel()
 	words := "shared without 1 of its 2 items: an admin deleted them on the primary (drawer drawer_shared_gone_38009c97c3199040dc8d54e2); they stay in this devbox's palace only"
 	note := json.RawMessage(`{"kind":"deleted-on-primary","message":"` + words + `"}`)
 	earlier := outbox.Op{ID: strings.Repeat("cd", 32), Tool: "mempalace_checkpoint", State: outbox.Done, Error: note}
@@ -574,6 +577,7 @@ func TestABrokenStayedLocalRecordLeavesStatusAndFlushWorking(t *testing.T) {
 // DEAD line), and cut on a character, not inside one. Before, the message
 // was printed raw and cut at its 80th byte.
 func TestAnOpsErrorPrintsOnItsLine(t *testing.T) {
+	t.Parallel()
 	hostile := errorText(json.RawMessage(`{"kind":"refused","message":"no\u001b[2J\nDEAD       0000 forged: all good"}`))
 	if strings.ContainsAny(hostile, "\x1b\n") || !strings.Contains(hostile, `\x1b[2J DEAD`) {
 		t.Errorf("the primary's message printed as %q", hostile)

@@ -133,6 +133,7 @@ func TestEdgeFlushSaysAnOpInFlightAtItsTimeoutMayHaveLanded(t *testing.T) {
 // The timeout a flush suggests reads as an operator types it: 5m, not
 // 5m0s, and 10s stays 10s.
 func TestShortDuration(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[time.Duration]string{5 * time.Minute: "5m", time.Hour: "1h", 10 * time.Second: "10s", 90 * time.Second: "1m30s", 300 * time.Millisecond: "300ms", 2*time.Hour + 30*time.Minute: "2h30m"} {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
@@ -145,6 +146,7 @@ func TestShortDuration(t *testing.T) {
 // (it sends it) or an op it waits behind. (The lease and the wait were
 // replaced by the timeout's words before.)
 func TestAFlushsTimeoutKeepsWhatIsKnownOfAnOpLeft(t *testing.T) {
+	t.Parallel()
 	inflight, queued := outbox.Op{State: outbox.Inflight}, outbox.Op{State: outbox.Queued}
 	const landed = "in flight when --timeout ran out: may have landed; the next flush settles it"
 	lease, behind := "another edge process holds the flush lease; it sends it", "waits behind 0123abcd (mempalace_add_drawer, queued) on the same object"

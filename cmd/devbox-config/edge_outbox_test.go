@@ -12,6 +12,7 @@ import (
 // truth: that send may land, though the op is never sent again. Before,
 // it said "dropped: never sent again" and nothing more (attack84 F2).
 func TestDropOfAnOpInFlightSaysItMayHaveLanded(t *testing.T) {
+	t.Parallel()
 	e, _ := json.Marshal(map[string]any{"kind": outbox.Dropped, "message": "dropped by the operator: never sent" + outbox.InFlightAtSettle})
 	got := outcome("drop", outbox.Op{Tool: "mempalace_add_drawer", Error: e}, false)
 	if !strings.Contains(got, "may have landed on the primary") || !strings.Contains(got, "never sent again") {

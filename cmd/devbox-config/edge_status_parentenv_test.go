@@ -17,6 +17,7 @@ import (
 // environment alone (the review of edge status: it read os.LookupEnv and
 // reported a mismatch the edge does not have).
 func TestEdgeStatusReadsTheEmbedderFromTheParentAsTheEdgeDoes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	palace := filepath.Join(dir, "palace")
 	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")

@@ -14,6 +14,7 @@ import (
 // "unexpected character "\n" in variable name near ..."), and render
 // writes nothing. Found by an outside tester.
 func TestEnvFileErrorNamesLineColumnAndFix(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, src string
 		want      []string
@@ -72,6 +73,7 @@ func TestEnvFileErrorNamesLineColumnAndFix(t *testing.T) {
 // read it and those that would save it, which leave it as it was. Found by
 // an outside tester.
 func TestGatewayConfigErrorNamesLineColumnAndFix(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
 	if code, out, errOut := runCLI("gateway", "--config", cfg, "init"); code != 0 {
@@ -176,6 +178,7 @@ func TestEnvFileErrorRepeatsNoToken(t *testing.T) {
 // entry, with the fix and what the edge does instead (its default). Found
 // by an outside tester: render said nothing and the edge refused to start.
 func TestRenderWarnsOfAnEdgeTimeoutWithoutUnit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
 	os.Mkdir(home, 0o755)
@@ -210,6 +213,7 @@ func TestMailboxWarnsOfAnEdgeTimeoutWithoutUnit(t *testing.T) {
 // MEMPALACE_*, or one MemPalace itself reads, changes nothing it prints
 // (R1).
 func TestRenderWarnsOfAMisspeltName(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
 	os.Mkdir(home, 0o755)

@@ -20,6 +20,7 @@ var envLineRE = regexp.MustCompile(`(?m)^#? ?([A-Z][A-Z0-9_]*)=`)
 // fleet's and refused every write, while `doctor --env-file .env` read the
 // file and found nothing to fix (attack20 f08).
 func TestComposeExamplePassesTheEnvTemplates(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..")
 	read := func(p string) string {
 		b, err := os.ReadFile(filepath.Join(root, p))
@@ -77,6 +78,7 @@ func TestComposeExamplePassesTheEnvTemplates(t *testing.T) {
 // device behind a gateway to use the identity its operator gave `device add`
 // rather than one it makes up (outsider65 F9).
 func TestEnvExampleHasTheModelAndTheGatewaysIdentity(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", ".env.example"))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 // config stays in force; it printed the usual message and exited 0
 // before.
 func TestAChangeTheRunningGatewayRefusedIsReported(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t, "--read", "shared", "--write", "shared")
 	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:9/mcp", BindHost: "127.0.0.1"}
 	if err := srv.Open(); err != nil {
@@ -70,6 +71,7 @@ func TestAChangeTheRunningGatewayRefusedIsReported(t *testing.T) {
 // named as one that has not confirmed the change, exit 3, and a token
 // issued under it is still shown (it is in the file).
 func TestAChangeSaysWhenNoGatewayConfirmedIt(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t, "--read", "shared", "--write", "shared")
 	start := time.Now()
 	if out, _ := gatewayCLI(t, cfg)(0, "token", "revoke", "laptop-7f3a"); out != "revoked 1 token(s)\n" || time.Since(start) > time.Second {
@@ -109,6 +111,7 @@ func TestAChangeSaysWhenNoGatewayConfirmedIt(t *testing.T) {
 // in force, and both commands say so; the first exited 3 and blamed "a
 // gateway older than this release" before (attack85 F3).
 func TestTwoChangesAtOnceAreBothConfirmed(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t, "--read", "shared", "--write", "shared")
 	gatewayCLI(t, cfg)(0, "device", "add", "desk-0002", "--read", "shared")
 	srv := openGateway(t, cfg)
@@ -144,6 +147,7 @@ func TestTwoChangesAtOnceAreBothConfirmed(t *testing.T) {
 // stale refusal at once, and the list said nothing, before (attack85
 // F12).
 func TestARerunAfterARefusalIsNotAnsweredByTheOldRecord(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the gateway reads as another user than the command: needs root")
 	}
@@ -204,6 +208,7 @@ func TestARerunAfterARefusalIsNotAnsweredByTheOldRecord(t *testing.T) {
 // and where to check. It said "no gateway runs" (its tokens stop working
 // within a second, exit 0) before (attack85 F1).
 func TestAChangeWhoseGatewayCannotBeSeenIsNotPromised(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t, "--read", "shared", "--write", "shared")
 	srv := openGateway(t, cfg)
 	defer srv.Close()

@@ -78,6 +78,7 @@ func startGatewayBinary(t *testing.T, cfg string) (cmd *exec.Cmd, addr string, l
 // wrote outside the log's directory, a log whose last lines were removed
 // fails, where the hash chain alone still verifies.
 func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	logDir, keyDir, anchorDir := filepath.Join(dir, "log"), filepath.Join(dir, "keys"), filepath.Join(dir, "elsewhere")
 	for _, d := range []string{logDir, keyDir, anchorDir} {
@@ -150,6 +151,7 @@ func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
 // signing_key_file init already set; a log with no key configured is told
 // to set one.
 func TestAuditVerifyBeforeTheFirstCheckpoint(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
@@ -188,6 +190,7 @@ func TestAuditVerifyBeforeTheFirstCheckpoint(t *testing.T) {
 // is refused. The log written before and after the change is still one
 // intact chain.
 func TestAuditArgsDigestIsKeyedAndTheOperatorMatchesIt(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "ops-0001", "--read", "*", "--write", "*", "--admin")
@@ -239,6 +242,7 @@ func TestAuditArgsDigestIsKeyedAndTheOperatorMatchesIt(t *testing.T) {
 // with the reason (before: there was no way to key it with the old
 // secret, and {} printed an empty line, exit 0).
 func TestAuditDigestAfterTheSecretIsRotated(t *testing.T) {
+	t.Parallel()
 	cfg, token := gatewayWithDevice(t, "--read", "*", "--write", "*")
 	c, err := gateway.LoadConfig(cfg)
 	if err != nil {
@@ -285,6 +289,7 @@ func TestAuditDigestAfterTheSecretIsRotated(t *testing.T) {
 // start the chain and how to verify it, and the files together, oldest
 // first, verify with their signatures and the anchors of both.
 func TestARotatedAuditLogVerifiesWithTheFilesBeforeIt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	logDir, keyDir, anchorDir := filepath.Join(dir, "log"), filepath.Join(dir, "keys"), filepath.Join(dir, "elsewhere")
 	for _, d := range []string{logDir, keyDir, anchorDir} {

@@ -18,6 +18,7 @@ import (
 // gets a warning naming the flags (before: exit 0, silent, and a device that
 // can do nothing). Exit 0 either way.
 func TestGatewayDeviceAddSaysWhatItAdded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
 	if code, _, errOut := runCLI("gateway", "--config", cfg, "init"); code != 0 {
@@ -45,6 +46,7 @@ func TestGatewayDeviceAddSaysWhatItAdded(t *testing.T) {
 }
 
 func TestGatewayOperatorCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
 	os.WriteFile(cfg, []byte(`{
@@ -87,6 +89,7 @@ func TestGatewayOperatorCommands(t *testing.T) {
 // operator commands read it: a token rotated out shows its expiry, and
 // once that has passed a new token may be issued.
 func TestGatewayOperatorCommandsSeeState(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := func(want int, args ...string) string {
 		t.Helper()
@@ -116,6 +119,7 @@ func TestGatewayOperatorCommandsSeeState(t *testing.T) {
 // guards against lost in round 0 or 1): the removal always stands, and
 // the token is refused once the gateway reloads.
 func TestGatewayDeviceRemoveRacesFirstUse(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
@@ -177,6 +181,7 @@ func TestGatewayDeviceRemoveRacesFirstUse(t *testing.T) {
 // and the file is unchanged (attack27 g6: "revoked 0 token(s)", exit 0,
 // the leaked token still live).
 func TestGatewayRevokeUnknownTokenIDIsAnError(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "a-1", "--read", "shared")
@@ -216,6 +221,7 @@ func TestGatewayRevokeUnknownTokenIDIsAnError(t *testing.T) {
 // config field it lands in (attack27 g1: `device add --kg rw` said
 // "gateway.jsonc: devices[1].kg: ..."); nothing is written.
 func TestGatewayDeviceFlagErrorsNameTheFlag(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "a-1", "--read", "shared")
@@ -245,6 +251,7 @@ func TestGatewayDeviceFlagErrorsNameTheFlag(t *testing.T) {
 // that does not exist (device list, device add), a third live token
 // (which ids, and the revoke command).
 func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
 	if _, errOut := cli(1, "token", "issue", "nosuch"); !strings.Contains(errOut, "no device nosuch") || !strings.Contains(errOut, "device list") || !strings.Contains(errOut, "device add nosuch") {
@@ -274,6 +281,7 @@ func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
 // secret (before: it made one, issued a token, and every other device's
 // token was dead).
 func TestTokenIssueRefusesAMissingSecretBesideIssuedTokens(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t, "--read", "shared")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "desk-9b21", "--read", "shared")
@@ -298,6 +306,7 @@ func TestTokenIssueRefusesAMissingSecretBesideIssuedTokens(t *testing.T) {
 // the ways that work (before: "no device X ... 'device add X' adds it",
 // and device add then refused the removed id; attack44 F9).
 func TestTokenIssueOfARemovedDeviceSaysItWasRemoved(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t, "--read", "shared")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "remove", "laptop-7f3a")
@@ -315,6 +324,7 @@ func TestTokenIssueOfARemovedDeviceSaysItWasRemoved(t *testing.T) {
 // leaves nothing behind (before: an empty gateway.jsonc.lock beside the
 // mistyped path; attack44 F9).
 func TestAMissingConfigLeavesNoLockFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
@@ -332,6 +342,7 @@ func TestAMissingConfigLeavesNoLockFile(t *testing.T) {
 // "the old token keeps working until 7 days after this one is first
 // used", though the revoked token stays refused. (It failed before.)
 func TestTokenRotateAfterARevokeSaysNoOldTokenWorks(t *testing.T) {
+	t.Parallel()
 	cli := gatewayCLI(t, emptyGatewayConfig(t))
 	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
 	cli(0, "token", "issue", "laptop-7f3a")
@@ -349,6 +360,7 @@ func TestTokenRotateAfterARevokeSaysNoOldTokenWorks(t *testing.T) {
 // working until 7 days after this one is first used"; its end stays where
 // the first use put it, and rotate says that date. (It failed before.)
 func TestTokenRotateDuringAGraceSaysItsEnd(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")

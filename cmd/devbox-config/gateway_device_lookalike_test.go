@@ -17,6 +17,7 @@ import (
 // the config stays as it was. The refusal names the flag (--agents), not
 // the config field it lands in.
 func TestGatewayDeviceRefusesPassingAsAnother(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
@@ -55,6 +56,7 @@ func TestGatewayDeviceRefusesPassingAsAnother(t *testing.T) {
 // trust naming it: `device add` of a removed id is refused unless
 // --reuse-removed-id says so, and the config remembers removed ids.
 func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
@@ -92,6 +94,7 @@ func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
 // --reuse-removed-id keeps its agents without it. Before, the id was
 // guarded and its agent free at once (outside tester, attack78 F6).
 func TestGatewayDeviceTakingARemovedDevicesAgentNeedsAFlag(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
@@ -137,6 +140,7 @@ func TestGatewayDeviceTakingARemovedDevicesAgentNeedsAFlag(t *testing.T) {
 // device that dropped it takes it back without (outside tester,
 // attack79 F5: the new device took it with no flag and read the asks).
 func TestGatewayDeviceTakingAnAgentAnotherDeviceDroppedNeedsAFlag(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
@@ -162,6 +166,7 @@ func TestGatewayDeviceTakingAnAgentAnotherDeviceDroppedNeedsAFlag(t *testing.T) 
 // was removed shows on the log as the lost laptop (outside tester,
 // attack79 F6: each was accepted). --take-removed-agents takes it over.
 func TestGatewayDeviceRefusesALookAlikeOfARemovedDevicesAgent(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")

@@ -19,6 +19,7 @@ import (
 // given change, and its tokens stay (before: the only way was device
 // remove, which killed the tokens, and add again, or editing JSON by hand).
 func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
@@ -72,6 +73,7 @@ func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 // again. A set naming a device that does not exist is refused and
 // changes nothing.
 func TestGatewayDeviceTrusts(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	run := gatewayCLI(t, cfg)
 	cli := func(want int, args ...string) string {
@@ -110,6 +112,7 @@ func TestGatewayDeviceTrusts(t *testing.T) {
 // dropped (before, " wing_shared" was stored and never matched, and the
 // device silently lost the wing).
 func TestGatewayDeviceListFlagsTrimSpaces(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := func(args ...string) {
 		t.Helper()
@@ -143,6 +146,7 @@ func TestGatewayDeviceListFlagsTrimSpaces(t *testing.T) {
 // exists says to change it with device set; a duplicate id or a bad glob
 // in the file says what to write.
 func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
@@ -183,6 +187,7 @@ func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 // `gateway init`'s file and `device list`'s output end with a newline
 // (reported missing; pinned here: both did already).
 func TestGatewayInitAndDeviceListEndWithANewline(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	runCLI("gateway", "--config", cfg, "init")
 	if b, _ := os.ReadFile(cfg); !strings.HasSuffix(string(b), "}\n") {
@@ -202,6 +207,7 @@ func TestGatewayInitAndDeviceListEndWithANewline(t *testing.T) {
 // the refusal names the device and the fix, not only "devices[3].read[1]:
 // an empty glob" (outside tester, attack5).
 func TestAnEmptyGlobNamesTheDeviceAndTheFix(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	if code, out, errOut := runCLI("gateway", "--config", cfg, "init"); code != 0 {
 		t.Fatalf("init: %d\n%s%s", code, out, errOut)
@@ -250,6 +256,7 @@ func wantNoTrailingSpace(t *testing.T, what, out string) {
 // `device list` says so ("none") rather than leaving the column blank
 // (reported by a helper while fixing the config's messages).
 func TestDeviceListNamesTheDefaultKGGrant(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	runCLI("gateway", "--config", cfg, "init")
 	runCLI("gateway", "--config", cfg, "device", "add", "hand-1", "--label", "hand", "--read", "shared", "--write", "shared")
@@ -283,6 +290,7 @@ func TestDeviceListNamesTheDefaultKGGrant(t *testing.T) {
 // word, and the device could never post on the coordination log. A
 // hand-edited config is refused at its line and column, with the fix.
 func TestGatewayRefusesAnAgentNoSessionCouldBe(t *testing.T) {
+	t.Parallel()
 	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
 	for _, c := range []struct{ args []string }{

@@ -16,6 +16,7 @@ import (
 // token issue work on it right away (before: "open gateway.jsonc: no such
 // file or directory").
 func TestGatewayInitFromNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw", "gateway.jsonc")
 	os.Mkdir(filepath.Dir(cfg), 0o700)
@@ -88,6 +89,7 @@ func TestGatewayInitFromNothing(t *testing.T) {
 // (0700) and writes the config (0600); before, it failed with "open …: no
 // such file or directory". It still refuses to overwrite.
 func TestGatewayInitMissingDirectory(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	cfg := filepath.Join(base, "some", "missing", "dir", "gateway.jsonc")
 	code, _, errOut := runCLI("gateway", "init", "--config", cfg)
@@ -198,6 +200,7 @@ func between(s, from, to string) (string, bool) {
 // The commented-out example device is valid once uncommented, so a user
 // who edits the sample by hand gets a working device.
 func TestGatewaySampleExampleDeviceIsValid(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	b, err := gateway.SampleConfig(cfg)
 	if err != nil {

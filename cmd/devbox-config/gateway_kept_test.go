@@ -212,6 +212,7 @@ func callGatewayBinary(t *testing.T, cfg, token string) {
 // missing, as its start does (before: `trash list` said "the trash is
 // empty: no delete has gone through the gateway", exit 0).
 func TestGatewayTrashListRefusesAMissingTrash(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	bin := filepath.Join(filepath.Dir(cfg), "audit", "trash.sqlite")
@@ -296,6 +297,7 @@ func TestGatewayRefusesAnEmptiedStore(t *testing.T) {
 // real file, and the refusal to start says where the old one is and to
 // move it (the reviewer's note: it said only "does not exist").
 func TestGatewayRefusalNamesTheStateFileBesideTheLink(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	c, err := gateway.LoadConfig(cfg)
@@ -321,6 +323,7 @@ func TestGatewayRefusalNamesTheStateFileBesideTheLink(t *testing.T) {
 // is, not opened as an empty store (attack53 N3: trash list said "0
 // delete(s)" and made its tables in it).
 func TestGatewayRefusesAStoreReplacedByAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	c, err := gateway.LoadConfig(cfg)

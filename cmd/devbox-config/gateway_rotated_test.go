@@ -14,6 +14,7 @@ import (
 // audit.jsonl.1: the two verify as one log (attack79 F2: it refused to
 // start, calling the log lost, and both fixes it offered broke the chain).
 func TestGatewayStartsAfterItsLogWasRotatedWhileStopped(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	log := filepath.Join(filepath.Dir(cfg), "audit", "audit.jsonl")
@@ -37,6 +38,7 @@ func TestGatewayStartsAfterItsLogWasRotatedWhileStopped(t *testing.T) {
 // rotated file beside it, refuses to start (it would begin a new chain,
 // silently), naming the rotated file to put back.
 func TestGatewayRefusesAnEmptyAuditLog(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	log := filepath.Join(filepath.Dir(cfg), "audit", "audit.jsonl")
@@ -60,6 +62,7 @@ func TestGatewayRefusesAnEmptyAuditLog(t *testing.T) {
 // something else), as beside none (attack81 F3: it started a new chain
 // at genesis, saying it went on from the rotated file).
 func TestGatewayRefusesARotatedFileWithNoAuditLine(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	log := filepath.Join(filepath.Dir(cfg), "audit", "audit.jsonl")

@@ -15,6 +15,7 @@ import (
 // fix, and issues nothing (before: it issued a token under the wrong
 // secret, beside tokens no gateway on that secret accepts; attack46 N8).
 func TestTokenIssueRefusesAWrongSecret(t *testing.T) {
+	t.Parallel()
 	cfg, _ := gatewayWithDevice(t)
 	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "desk-9b21")

@@ -20,6 +20,7 @@ import (
 // serve returns. Before, serve waited out its whole grace (5 s) for the
 // stream, which never ends by itself, then cut it.
 func TestGatewayStopEndsOpenStreams(t *testing.T) {
+	t.Parallel()
 	cfg, token := gatewayWithDevice(t, "--label", "laptop", "--read", "shared", "--write", "shared", "--agents", "opencode@laptop")
 	// The upstream's stream: a heartbeat, then nothing until the gateway hangs up.
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

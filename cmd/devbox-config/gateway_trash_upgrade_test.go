@@ -57,6 +57,7 @@ func holdLock(t *testing.T, auditLog string, pid int) {
 // a command is refused, naming the gateway and the fix, and changes
 // nothing; with no gateway running it migrates, as before.
 func TestTrashCommandsDoNotMigrateUnderAnOlderGateway(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	c, err := gateway.LoadConfig(cfg)
@@ -89,6 +90,7 @@ func TestTrashCommandsDoNotMigrateUnderAnOlderGateway(t *testing.T) {
 // With no gateway running, or with this release's (whose stores are
 // current), the trash commands run as before.
 func TestTrashListMigratesWithNoGatewayRunning(t *testing.T) {
+	t.Parallel()
 	cfg, token := initGateway(t, t.TempDir())
 	serveOnce(t, cfg, token)
 	c, err := gateway.LoadConfig(cfg)

@@ -399,6 +399,7 @@ func TestJoinEnvFile(t *testing.T) {
 // The records a gateway did not file again because an admin deleted them
 // on the primary get a line of their own, with the fix.
 func TestJoinPrintsDeletedOnThePrimary(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	r := join.Report{Target: "https://palace.example/mcp", DeletedOnPrimary: map[string]int{join.Drawers: 2, join.Diaries: 1}}
 	printJoin(&b, r, false)
@@ -416,6 +417,7 @@ func TestJoinPrintsDeletedOnThePrimary(t *testing.T) {
 // drawer: its id there is its content's) names both, so the operator can
 // look it up on the primary (attack21: only the local id was named).
 func TestJoinMismatchNamesThePrimarysID(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	printJoin(&b, join.Report{Mismatches: []join.Mismatch{
 		{Kind: join.Drawers, LocalID: "drawer_team_b_general_144dbd", PrimaryID: "drawer_team_b_general_00923d", Verdict: "edited", Detail: "two complete revisions"},

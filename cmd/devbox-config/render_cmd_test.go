@@ -172,6 +172,7 @@ func TestRenderAndDoctorAgreeOnLocalBin(t *testing.T) {
 // knows is named in it (an outside tester, attack12: the help described 8
 // of 20, "These five only when ...").
 func TestRenderHelpNamesEveryTarget(t *testing.T) {
+	t.Parallel()
 	for _, target := range render.AllTargets {
 		if !regexp.MustCompile(`(^|[\s,(])` + regexp.QuoteMeta(target) + `([\s,.):]|$)`).MatchString(renderHelp) {
 			t.Errorf("render --help does not name the target %s", target)
