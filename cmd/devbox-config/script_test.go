@@ -18,11 +18,23 @@ import (
 )
 
 // TestMain lets testscript run the real command in-process as
-// "devbox-config", the way chezmoi tests its CLI.
+// "devbox-config", the way chezmoi tests its CLI. The tests' files are on
+// a tmpfs (testbed.OnTmpfs), and eight parallel tests run at once
+// (testbed.WaitingTests): most wait on a gateway, a primary or a timeout.
 func TestMain(m *testing.M) {
-	testscript.Main(testbed.RemovingBuilds(m), map[string]func(){
+	testscript.Main(waiting{testbed.OnTmpfs(testbed.RemovingBuilds(m))}, map[string]func(){
 		"devbox-config": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
+}
+
+// waiting sets the tests' parallelism as m runs them: testscript.Main
+// runs the command instead when the binary is started as it, whose
+// arguments are no test flags.
+type waiting struct{ m testscript.TestingM }
+
+func (w waiting) Run() int {
+	testbed.WaitingTests(8)
+	return w.m.Run()
 }
 
 // TestRenderScripts runs the golden cases in testdata/render: each txtar
