@@ -193,8 +193,8 @@ func errFinal(o Op) error {
 // forwards without its look-up (the edge's own look-up on the primary,
 // for a diary entry, a fact or an event, still finds one that landed;
 // other writes are a second copy if the first landed). That is one act:
-// once the gateway answered that resend or held it in doubt, a later
-// attempt is the edge's own again (resendTaken). An op held as queued
+// once that resend may have reached the gateway (answered, held in doubt,
+// its answer lost), a later attempt is the edge's own again (resendTaken). An op held as queued
 // under another device (OtherDevice) is refused: RetryAs says which
 // device sends it. Operator command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
@@ -1225,7 +1225,14 @@ func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, repl
 		return err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', op_id=?, dedupe_key=?, payload_json=? WHERE local_seq=? AND state='held'`, id, "op:"+id, string(payload), o.LocalSeq); err != nil {
+	res, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', op_id=?, dedupe_key=?, payload_json=? WHERE local_seq=? AND state='held'`, id, "op:"+id, string(payload), o.LocalSeq)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		// Released meanwhile by another process (an edge adopting a killed
+		// one's intents, `edge flush`), and maybe sent and done since: its
+		// keys are not put back (review28 D1).
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, o.LocalSeq); err != nil {

@@ -150,3 +150,43 @@ func TestUnsentBaseIsTheEarliestUnsentUpdates(t *testing.T) {
 		t.Errorf("the delete's base after two unsent updates: %q %v (%v), want the first's %q", base, found, err, b0)
 	}
 }
+
+// Two processes release the same held op (review28 D1) (two edges adopting one killed
+// edge's intents, or an edge and `edge flush`): the second Release runs
+// from a stale List after the first's op was sent and settled done.
+func TestAReleaseOfAnOpReleasedAndSentMeanwhileLeavesItsKeysGone(t *testing.T) {
+	ctx := context.Background()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"v1"}`), Held: true}
+	op, err := s.Enqueue(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, op, op.Payload, true); err != nil { // process A
+		t.Fatal(err)
+	}
+	p := &basePrimary{}
+	f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler)}
+	if _, err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, op, op.Payload, true); err != nil { // process B, from its own List
+		t.Fatal(err)
+	}
+	// a later edit of the same drawer
+	w2 := outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"v2"}`)}
+	if _, err := s.Enqueue(ctx, w2); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("the later edit of the drawer was not sent (sent %d): the done op's causal keys block it", n)
+	}
+}
