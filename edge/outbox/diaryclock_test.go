@@ -242,3 +242,66 @@ func TestAnOperatorsResendIsOneAct(t *testing.T) {
 		t.Errorf("the op is %s %s; its sends carried resend %q, want the operator's once, then the edge's own", o.State, o.Error, got)
 	}
 }
+
+// lostOnceGateway is refusedOnceGateway, but the operator's resend lands
+// and its answer is lost (a connection reset after the primary filed it).
+type lostOnceGateway struct {
+	steppedBackGateway
+	lost bool
+}
+
+func (p *lostOnceGateway) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	p.mu.Lock()
+	operator, lost := outbox.ResendFrom(ctx) == outbox.ResendByOperator, p.lost
+	p.mu.Unlock()
+	if !operator && !lost || tool == "mempalace_list_drawers" {
+		return p.steppedBackGateway.Call(ctx, tool, args)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resends = append(p.resends, outbox.ResendFrom(ctx))
+	if !lost {
+		p.lost = true
+		return nil, errors.New("connection reset by peer") // it landed; the answer did not
+	}
+	return map[string]any{"success": true}, nil
+}
+
+func TestAnOperatorsResendWhoseAnswerIsLostIsNotSentAgainAsTheOperators(t *testing.T) {
+	ctx := context.Background()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"S3 lost"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lostOnceGateway{}
+	f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+	for range 3 {
+		f.Drain(ctx)
+	}
+	if o, _ := s.Get(ctx, op.LocalSeq); o.State != outbox.InDoubt {
+		t.Fatalf("the op: %s %s, want in doubt", o.State, o.Error)
+	}
+	if _, err := s.Retry(ctx, op.Short()); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		time.Sleep(5 * time.Millisecond)
+		f.Drain(ctx)
+	}
+	o, _ := s.Get(ctx, op.LocalSeq)
+	t.Logf("state %s, sends after the retry carried %q", o.State, p.resends)
+	n := 0
+	for _, r := range p.resends {
+		if r == outbox.ResendByOperator {
+			n++
+		}
+	}
+	if n > 1 {
+		t.Errorf("one operator retry went out as the operator's %d times (the first landed, its answer lost): %q", n, p.resends)
+	}
+}

@@ -80,8 +80,8 @@ type Op struct {
 	// op is never sent again before a look-up says it is not there.
 	MaybeApplied bool `json:"maybe_applied"`
 	// Resend: an operator said to send an op in doubt again, whether or
-	// not its first send landed; it lasts until a send of it reaches the
-	// gateway (resendTaken).
+	// not its first send landed; it lasts until a send of it may have
+	// reached the gateway (resendTaken).
 	Resend bool `json:"resend,omitempty"`
 	// TokenDevice is the device the gateway named this edge's token when
 	// the op was queued, as last heard for the token it is queued with

@@ -116,14 +116,15 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	return false
 }
 
-// resendTaken reports whether a failed send of op was one the gateway
-// took up (it refused it, or held it in doubt), which ends an operator's
-// resend (Op.Resend: one act, not a standing override). One that never
-// left, one answered "not now" or for the token alone, a lost answer and
-// a failed look-up leave it for the next attempt.
+// resendTaken reports whether a failed send of op may have reached the
+// gateway (it refused it, held it in doubt, or its answer was lost),
+// which ends an operator's resend (Op.Resend: one act, not a standing
+// override): a later attempt is the edge's own, which the gateway's ledger
+// checks, so a resend that landed unanswered is not sent unchecked again
+// (review28 D2). One that never left, one answered "not now" or for the
+// token alone, and a failed look-up leave it for the next attempt.
 func resendTaken(op Op, kind Kind, sendErr error) bool {
-	class := Rules[kind].Class
-	return op.State == Inflight && !errors.Is(sendErr, ErrLookup) && class != Transient && (class != Ambiguous || isInDoubt(sendErr))
+	return op.State == Inflight && !errors.Is(sendErr, ErrLookup) && Rules[kind].Class != Transient
 }
 
 // failureJSON is the error_json of a failed attempt (asWritten: refused
