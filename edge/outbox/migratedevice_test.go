@@ -66,7 +66,7 @@ func TestAnOlderOutboxsOpsAreHeldAsTheDeviceThatQueuedThem(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	g := &gatewayNaming{dev: "devG", removed: []string{"devF"}}
+	g := &gatewayNaming{dev: "devG", removed: []string{"DEVF"}} // ids as the gateway spells them: case aside, one device (review28 D3)
 	if _, err := (&outbox.Flusher{S: s, P: g}).Drain(ctx); err != nil {
 		t.Fatal(err)
 	}

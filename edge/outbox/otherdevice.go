@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
@@ -87,7 +88,8 @@ type DeviceTarget interface {
 // heard yet, or an outbox an older edge kept without recording it), the
 // device op was stamped with is one the gateway lists as removed (a
 // removed device's writes in a devbox given another device's token,
-// attack83 F6). Otherwise what .env says (MEMPALACE_ORIGIN_DEVICE) plays
+// attack83 F6; ids compared as the gateway does, case aside, among
+// the latest 32 removals the header names). Otherwise what .env says (MEMPALACE_ORIGIN_DEVICE) plays
 // no part: only the gateway's word. A join's ops are never held:
 // --origin-device may name another device on purpose (an admin joining
 // for it), and the gateway decides that.
@@ -99,7 +101,7 @@ func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 	dctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
 	defer cancel()
 	in := dt.Device(dctx)
-	if in.ID != "" && in.ID != queuedAs(op) && (op.TokenDevice != "" || slices.Contains(in.Removed, op.OriginDevice)) {
+	if in.ID != "" && in.ID != queuedAs(op) && (op.TokenDevice != "" || slices.ContainsFunc(in.Removed, func(id string) bool { return strings.EqualFold(id, op.OriginDevice) })) {
 		return in.ID
 	}
 	return ""
