@@ -125,7 +125,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 	}
 	if n := ob.stats.OrphanedIntents; n > 0 {
 		out = append(out, Finding{ID: IDOutboxIntents, Severity: Warn, Section: "§4.3",
-			Message: fmt.Sprintf("%d write(s) in %s were put in the outbox before the local palace answered, by an edge stopped or killed since: an edge running on this palace sends them within its lease (about 10 s); with none running, nothing sends them until one starts", n, ob.path),
+			Message: fmt.Sprintf("%d write(s) in %s were put in the outbox before the local palace answered, by an edge stopped or killed since: an edge running on this palace sends them within its lease (MEMPALACE_EDGE_LEASE, 10 s by default); with none running, nothing sends them until one starts", n, ob.path),
 			Fix:     "`devbox-config edge flush` sends them (or start any harness session in edge mode)"})
 	}
 	out = append(out, stayedLocals(opts, ob.path, ob.stats.StayedLocal)...)
