@@ -26,7 +26,7 @@ func Catalogue() []Kind {
 		{[]string{IDPalaceDamaged}, "§1.2", "the palace's SQLite files fail quick_check"},
 		{[]string{IDVectorIndex}, "§1.2", "the drawers' vector index is missing or an empty stand-in: MemPalace refuses writes"},
 		{[]string{IDRebuildCopyOutbox}, "§1.2", "an edge outbox left in MemPalace's pre-rebuild copy"},
-		{[]string{IDEnvPermissions, IDTokenInConfig, IDTokenCleartext}, "R3", "the token where others read it (plain http off this host: doctor does not send it)"},
+		{[]string{IDEnvPermissions, IDTokenInConfig, IDTokenCleartext}, "R3", "the token where others read it (plain http off this host: doctor sends it to a private address only)"},
 		{[]string{IDProposedPending}, "§4.1", "a .proposed nobody merged"},
 		{[]string{IDRenderRecord}, "§4.1", "an unreadable .devbox-config.json: render keeps every entry"},
 		{[]string{IDRenderRefuses}, "§4.1", "a harness config render would leave alone (unparseable, read-only, a dangling link) or keep on your own entry"},

@@ -43,7 +43,7 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 			if w.Var == ladder.EnvRemoteURL && st.Settings.URL != "" {
 				// render keeps the rung and warns: plain http off this host
 				f.ID, f.Severity, f.Section = IDTokenCleartext, Warn, "R3"
-				if st.Settings.TokenSet {
+				if st.Settings.TokenSet && !ladder.PrivateAddress(st.Settings.URL) {
 					f.Message += "; doctor did not send it: it asked the primary's /healthz only, so whether the primary takes the token is unchecked"
 				}
 			}

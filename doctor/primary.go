@@ -128,9 +128,10 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 			Fix:     "check the tunnel and the primary's load; edge mode (MEMPALACE_EDGE=1) keeps reads local when the primary is slow"})
 	}
 
-	if tok := opts.token(); tok != "" && (ladder.Cleartext(s.URL) || strings.IndexFunc(tok, unicode.IsControl) >= 0) {
-		// never sent over plain http off this host, nor one no header
-		// carries: CheckEnv's finding says so (attack88 F2, F6)
+	if tok := opts.token(); tok != "" && (ladder.Cleartext(s.URL) && !ladder.PrivateAddress(s.URL) || strings.IndexFunc(tok, unicode.IsControl) >= 0) {
+		// never sent over plain http to a public address or a name, nor one
+		// no header carries: CheckEnv's finding says so (attack88 F2, F6);
+		// a private one is the docker0 set-up's (review28 O2)
 		return p, out
 	}
 	return p, append(out, checkTools(ctx, opts, st, client, &p)...)

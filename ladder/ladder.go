@@ -530,6 +530,20 @@ func hasCredentials(raw string) bool {
 // host); doctor never sends the token there.
 func Cleartext(raw string) bool { return !isHTTPS(raw) && !isLoopback(raw) }
 
+// PrivateAddress reports whether raw names its host by a private address
+// (RFC 1918, IPv6 unique local): the docker0 or a compose network's
+// address the operator's set-up binds the primary to on one host, where
+// doctor's token check is worth the clear text the harness and the edge
+// send anyway. A name is not one (doctor does not resolve it to decide).
+func PrivateAddress(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsPrivate()
+}
+
 func isHTTPS(raw string) bool {
 	u, err := url.Parse(raw)
 	return err == nil && u.Scheme == "https"

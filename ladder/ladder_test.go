@@ -286,3 +286,24 @@ func TestTokenHoldingASecondAssignmentWarns(t *testing.T) {
 		}
 	}
 }
+
+// review28 O2: doctor checks the token over plain http only where the
+// operator's docker0 set-up puts the primary (a private address), never
+// at a public address or a name it would have to resolve.
+func TestPrivateAddress(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"http://172.17.0.1:8080/mcp": true,
+		"http://10.0.0.5/mcp":        true,
+		"http://192.168.1.20:80/mcp": true,
+		"http://[fd00::1]:8080/mcp":  true,
+		"http://192.0.2.2:8080/mcp":  false, // TEST-NET: public as far as anyone knows
+		"http://8.8.8.8/mcp":         false,
+		"http://primary:8080/mcp":    false,
+		"http://172.32.0.1/mcp":      false, // just outside 172.16/12
+		"::not a url":                false,
+	} {
+		if got := PrivateAddress(raw); got != want {
+			t.Errorf("PrivateAddress(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
