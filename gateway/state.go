@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,7 +197,7 @@ func withLock(file string, fn func(real string) error) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(real+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openLock(real)
 	if err != nil {
 		return err
 	}
@@ -206,6 +207,40 @@ func withLock(file string, fn func(real string) error) error {
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases it anyway
 	return fn(real)
+}
+
+// openLock opens (creating it) real's lock file. Root gives it to real's
+// owner (its directory's while real is not there), as filewrite does the
+// files it writes: a lock root made and kept would shut the gateway's own
+// user out of every command (attack90 F1).
+func openLock(real string) (*os.File, error) {
+	lock := real + ".lock"
+	f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrPermission) {
+		if abs, aerr := filepath.Abs(real); aerr == nil { // else named as given
+			real, lock = abs, abs+".lock"
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named below, in full
+		}
+		return nil, fmt.Errorf("cannot open the lock file %s: %w: it (or its directory) is another user's, one root made with an older devbox-config?; run this as the owner of %s or as root, or give the lock to that owner: sudo chown --reference=%s %s", lock, err, real, real, lock)
+	}
+	if err != nil || os.Getuid() != 0 {
+		return f, err
+	}
+	fi, serr := os.Stat(real)
+	if serr != nil {
+		fi, serr = os.Stat(filepath.Dir(real))
+	}
+	if serr == nil { // else the lock stays as made: not worth failing the command
+		st := fi.Sys().(*syscall.Stat_t)
+		if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("giving %s to the owner of %s: %w", lock, real, err)
+		}
+	}
+	return f, nil
 }
 
 // tokenState is the gateway's in-memory view of the state file.
