@@ -241,3 +241,25 @@ func TestRenderWarnsOfAMisspeltName(t *testing.T) {
 		}
 	}
 }
+
+// render, doctor and join say of an --env-file that is a dangling link
+// (a secrets volume not mounted) what it links to and the fix, not a bare
+// "no such file" while ls shows the file (attack90 F3).
+func TestEnvFileDanglingLinkNamesItsTarget(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	os.Mkdir(home, 0o755)
+	t.Setenv("HOME", home)
+	env := filepath.Join(dir, "dang.env")
+	os.Symlink("/nonexistent/x.env", env)
+	for _, cmd := range [][]string{
+		{"render", "--dry-run", "--env-file", env},
+		{"doctor", "--env-file", env},
+		{"join", "--dry-run", "--env-file", env},
+	} {
+		code, out, errOut := runCLI(cmd...)
+		if code != 2 || !strings.Contains(errOut, "a link to /nonexistent/x.env, which does not exist") || !strings.Contains(errOut, "fix: mount the volume") {
+			t.Errorf("%s: exit %d, want 2 naming the link's target and the fix:\n%s%s", cmd[0], code, out, errOut)
+		}
+	}
+}

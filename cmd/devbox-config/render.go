@@ -245,6 +245,9 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 		if errors.As(err, &pe) {
 			return se, usageError("%v", err) // FILE:LINE:COL: what (fix: how)
 		}
+		if to, lerr := os.Readlink(envFile); errors.Is(err, fs.ErrNotExist) && lerr == nil {
+			return se, usageError("--env-file %s: it is a link to %s, which does not exist (the volume it is on not mounted?); fix: mount the volume it is on, or point the link at the .env that exists, or pass --env-file the real file", envFile, to)
+		}
 		if err != nil {
 			return se, usageError("--env-file %s: %v", envFile, err)
 		}
