@@ -44,7 +44,8 @@ func gatewayIn(t *testing.T, upstream, gatewayUpstreamToken string) (url, token 
 	h := httptest.NewServer(srv)
 	t.Cleanup(func() { h.Close(); srv.Close(); l.Close() })
 	revoke = func() {
-		must(t, gateway.UpdateConfig(cfgFile, func(cfg *gateway.Config) error { gateway.Revoke(cfg.Device("laptop-7f3a"), ""); return nil }))
+		_, err := gateway.UpdateConfig(cfgFile, func(cfg *gateway.Config) error { gateway.Revoke(cfg.Device("laptop-7f3a"), ""); return nil })
+		must(t, err)
 		must(t, srv.Reload())
 	}
 	return h.URL + "/mcp", token, revoke

@@ -29,7 +29,7 @@ func TestConfirmAppliedSaysWhatTheRunningGatewayDidWithTheConfig(t *testing.T) {
 	relabel := func(label string) time.Time {
 		t.Helper()
 		since := time.Now()
-		if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = label, nil; return nil }); err != nil {
+		if _, err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = label, nil; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return since
@@ -82,7 +82,7 @@ func TestConfirmAppliedSaysAChangeALaterSaveUndidIsNotInForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := time.Now()
-	if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {
+	if _, err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	relabelled := func(c *Config) bool { return c.Devices[0].Label == "changed" }

@@ -19,7 +19,7 @@ func anchored(t *testing.T) (*gw, *bytes.Buffer) {
 	g := newGW(t, devices)
 	dir := t.TempDir()
 	var stderr bytes.Buffer
-	if err := UpdateConfig(g.cfgFile, func(c *Config) error {
+	if _, err := UpdateConfig(g.cfgFile, func(c *Config) error {
 		c.SigningKeyFile, c.AuditAnchor, c.AuditCheckpointLines = filepath.Join(dir, "audit.key"), AnchorStderr, 1000
 		return nil
 	}); err != nil {
@@ -119,7 +119,7 @@ func TestUnwritableAnchorRefusesNothing(t *testing.T) {
 	g := newGW(t, devices)
 	dir := t.TempDir()
 	gone := filepath.Join(dir, "gone")
-	if err := UpdateConfig(g.cfgFile, func(c *Config) error {
+	if _, err := UpdateConfig(g.cfgFile, func(c *Config) error {
 		c.SigningKeyFile, c.AuditAnchor, c.AuditCheckpointLines = filepath.Join(dir, "audit.key"), filepath.Join(gone, "anchor"), 1
 		return nil
 	}); err != nil {

@@ -103,7 +103,7 @@ func TestEmptyConfigSaysHowToRestore(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "g.jsonc")
 	os.WriteFile(file, []byte("{\"secret_file\": \"s\", \"audit_log\": \"a\", \"devices\": []}\n"), 0o600)
-	if err := UpdateConfig(file, func(c *Config) error {
+	if _, err := UpdateConfig(file, func(c *Config) error {
 		c.Devices = append(c.Devices, Device{ID: "alice", Read: []string{"x"}})
 		return nil
 	}); err != nil {

@@ -338,7 +338,7 @@ func TestFirstUseNeverUndoesRemoval(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			err := UpdateConfig(cfgFile, func(c *Config) error { c.Devices = nil; return nil })
+			_, err := UpdateConfig(cfgFile, func(c *Config) error { c.Devices = nil; return nil })
 			if err != nil {
 				t.Error(err)
 			}

@@ -40,7 +40,7 @@ func TestASecondGatewayOnOneAuditLogIsRefused(t *testing.T) {
 	if _, err := VerifyLog([]string{cfg.AuditLog}, nil, nil); err != nil {
 		t.Errorf("audit verify while the gateway runs: %v", err)
 	}
-	if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {
+	if _, err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {
 		t.Errorf("a config change while the gateway runs: %v", err)
 	}
 

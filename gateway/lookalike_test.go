@@ -103,7 +103,7 @@ func TestAChangeThatLooksLikeAnotherDeviceNamesTheDeviceChanged(t *testing.T) {
 		os.WriteFile(file, []byte("{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n"+
 			"    {\"id\": \"carol-03\", \"label\": \"carol\", \"agents\": [\"pi@carol\"]},\n"+
 			"    {\"id\": \"alice-01\", \"label\": \"alice\", \"agents\": [\"reviewer@alice\"]},\n  ],\n}\n"), 0o600)
-		err := UpdateConfig(file, func(cf *Config) error {
+		_, err := UpdateConfig(file, func(cf *Config) error {
 			if c.change == nil {
 				cf.Devices[0].ID = "ALICE-01"
 				return nil

@@ -102,13 +102,14 @@ func writeState(file string, st *State) error {
 // lock the file is re-read, change applied to what is on disk now, the
 // result validated and written atomically. Two operator commands never
 // lose each other's change; the gateway never writes the config at all.
-func UpdateConfig(file string, change func(*Config) error) error {
+// written is false when the file held the change already (a re-run).
+func UpdateConfig(file string, change func(*Config) error) (written bool, err error) {
 	// No lock file beside a config that is not there (a mistyped --config
 	// left an empty <file>.lock behind).
 	if _, err := os.Stat(file); err != nil {
-		return err
+		return false, err
 	}
-	return withLock(file, func(real string) error {
+	err = withLock(file, func(real string) error {
 		c, err := LoadConfig(file)
 		if err != nil {
 			return err
@@ -125,34 +126,37 @@ func UpdateConfig(file string, change func(*Config) error) error {
 		if err := c.validate(settled); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
-		return c.saveKeeping(real)
+		written, err = c.saveKeeping(real)
+		return err
 	})
+	return written, err
 }
 
 // saveKeeping saves c over file, keeping the version it replaces in
 // FILE.bak (0600: it holds token HMACs too): a hand edit that empties or
-// breaks the file can be undone to the last command's state.
-func (c *Config) saveKeeping(file string) error {
+// breaks the file can be undone to the last command's state. written is
+// false when file held c already.
+func (c *Config) saveKeeping(file string) (written bool, err error) {
 	prev, err := os.ReadFile(file)
 	if err != nil {
-		return err
+		return false, err
 	}
 	b, err := c.encoded()
 	if err != nil {
-		return err
+		return false, err
 	}
 	// A change made already (a command run again) leaves FILE.bak as the
 	// version before it; the new mtime still has the running gateway
 	// read the file and record what it did with it, for the command to
 	// confirm. Not allowed to set it (not the file's owner): written.
 	if now := time.Now(); bytes.Equal(prev, b) && os.Chtimes(file, now, now) == nil {
-		return nil
+		return false, nil
 	}
 	if _, err := filewrite.Write(file+".bak", prev, 0o600); err != nil {
-		return fmt.Errorf("keeping the config's previous version: %w", err)
+		return false, fmt.Errorf("keeping the config's previous version: %w", err)
 	}
 	_, err = filewrite.Write(file, b, 0o600)
-	return err
+	return err == nil, err
 }
 
 // FoldState writes what the state records into the config's tokens: each

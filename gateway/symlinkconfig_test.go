@@ -32,7 +32,7 @@ func TestSymlinkedConfigIsOneFileByBothNames(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := UpdateConfig(file, func(c *Config) error {
+				_, err := UpdateConfig(file, func(c *Config) error {
 					c.Devices = append(c.Devices, Device{ID: fmt.Sprintf("%s-%d", name, i), Read: []string{"shared"}})
 					return nil
 				})

@@ -106,11 +106,11 @@ func (g *gatewayConfig) hint(sub string) string { return gateway.Hint(g.file, su
 // nil and change nothing: it is confirmed the same way.
 func (g *gatewayConfig) update(change func(*gateway.Config) error, holds func(*gateway.Config) bool) error {
 	since := time.Now() // a refusal recorded before this write says nothing of it
-	err := gateway.UpdateConfig(g.file, change)
+	written, err := gateway.UpdateConfig(g.file, change)
 	var ee exitError
 	switch {
 	case err == nil:
-		return g.confirm(since, holds)
+		return g.confirm(since, written, holds)
 	case errors.As(err, &ee):
 		return ee
 	case errors.Is(err, fs.ErrNotExist):
@@ -122,8 +122,9 @@ func (g *gatewayConfig) update(change func(*gateway.Config) error, holds func(*g
 // confirm says whether the gateway running on the config took the change
 // written from since on, which holds finds (gateway.ConfirmApplied): nil
 // when it did or when none runs; else an error with exitNotInForce naming
-// what is in force.
-func (g *gatewayConfig) confirm(since time.Time, holds func(*gateway.Config) bool) error {
+// what is in force; written: the command wrote the file (not a re-run
+// the file held already).
+func (g *gatewayConfig) confirm(since time.Time, written bool, holds func(*gateway.Config) bool) error {
 	wait := cmp.Or(g.wait, confirmWait)
 	err := gateway.ConfirmApplied(g.file, since, wait, holds)
 	var refused *gateway.RefusedError
@@ -132,6 +133,8 @@ func (g *gatewayConfig) confirm(since time.Time, holds func(*gateway.Config) boo
 		return nil
 	case errors.Is(err, gateway.ErrUndone):
 		return exitError{exitNotInForce, fmt.Errorf("the config was written, but %w before the running gateway read it (a hand save from a copy opened before this command, an editor's buffer), so this change is NOT in force: the file the gateway runs on does not hold it (a device removed or a token revoked here STILL WORKS; a device added or a token issued here does not exist). Fix: close or reload the file in the editor, run this command again, and check with '%s'", err, g.hint("device list"))}
+	case errors.As(err, &refused) && !written:
+		return exitError{exitNotInForce, fmt.Errorf("the file holds this change already (nothing was written), but the running gateway refuses the file, so the change is NOT in force unless the previous config the gateway still runs held it too (check there before relying on it: a device removed or a token revoked here may STILL WORK). The gateway's error: %w (fix: correct what it names: the gateway tries the file again every few seconds, and at once when it is saved; then check with '%s')", err, g.hint("device list"))}
 	case errors.As(err, &refused):
 		return exitError{exitNotInForce, fmt.Errorf("the config is written, but the running gateway refused it, so this change is NOT in force: its previous config stays (a device removed or a token revoked here STILL WORKS, a token issued here is refused) until it takes the file. The gateway's error: %w (fix: correct what it names: the gateway tries the file again every few seconds, and at once when it is saved; then check with '%s'. A key it does not know means the gateway is older than this command: restart it on this release's binary)", err, g.hint("device list"))}
 	case errors.Is(err, gateway.ErrNotConfirmed):

@@ -220,7 +220,7 @@ func TestAChangeWhoseGatewayCannotBeSeenIsNotPromised(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &gatewayConfig{file: cfg, wait: time.Millisecond}
-	err = testbed.AsOtherUser(t, cfg, func() error { return g.confirm(time.Now(), nil) })
+	err = testbed.AsOtherUser(t, cfg, func() error { return g.confirm(time.Now(), true, nil) })
 	ee, ok := errors.AsType[exitError](err)
 	if !ok || ee.code != exitNotInForce {
 		t.Fatalf("a gateway this user cannot see: %v", err)

@@ -57,7 +57,7 @@ func TestGatewayReloadsOnSIGHUP(t *testing.T) {
 	// Written as `token revoke` does, without its wait for the gateway to
 	// take the change (which the file watch would, before the mtime is put
 	// back).
-	if err := gateway.UpdateConfig(cfg, func(c *gateway.Config) error { gateway.Revoke(c.Device("laptop-7f3a"), ""); return nil }); err != nil {
+	if _, err := gateway.UpdateConfig(cfg, func(c *gateway.Config) error { gateway.Revoke(c.Device("laptop-7f3a"), ""); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(cfg, fi.ModTime(), fi.ModTime()); err != nil {

@@ -37,6 +37,8 @@ func TestARerunAfterARefusalSaysWhetherTheChangeIsInForce(t *testing.T) {
 				switch {
 				case refuse && (code != exitNotInForce || !strings.Contains(errOut, "NOT in force") || out != ""):
 					t.Fatalf("run %d, refused: exit %d, said %q %q", i+1, code, out, errOut)
+				case refuse && (i == 1) != strings.Contains(errOut, "holds this change already (nothing was written)"), refuse && (i == 0) != strings.Contains(errOut, "config is written"):
+					t.Fatalf("run %d, refused: said %q, want the first that the config is written, the run again that the file holds the change already", i+1, errOut) // attack90 F4
 				case !refuse && (code != 0 || !strings.HasPrefix(out, c.rerunTaken)):
 					t.Fatalf("run %d, taken: exit %d, said %q %q", i+1, code, out, errOut)
 				}
