@@ -1048,7 +1048,8 @@ func TestOutbox(t *testing.T) {
 	})
 	t.Run("backlog", func(t *testing.T) {
 		b := newBox(t)
-		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		const primary = "http://127.0.0.1:21899/mcp"
+		s, err := outbox.OpenOptions(OutboxPath(b.palace), outbox.Options{Device: "dev", Primary: primary})
 		must(t, err)
 		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting"}`), Wing: "w"})
 		s.Close()
@@ -1059,6 +1060,11 @@ func TestOutbox(t *testing.T) {
 		only(t, fs, "info:outbox-backlog")
 		if !strings.Contains(fs[0].Message, "not in edge mode") || !strings.Contains(fs[0].Fix, "edge flush") {
 			t.Fatalf("%+v", fs[0])
+		}
+		// the primary they were queued for is named: the opted-out
+		// environment no longer holds its URL (attack90 F2)
+		if !strings.Contains(fs[0].Message, "for the primary "+primary) || !strings.Contains(fs[0].Fix, "queued for, "+primary) {
+			t.Fatalf("the backlog does not name the primary it was queued for: %+v", fs[0])
 		}
 		if after := snapshot(t, b.home); after != before {
 			t.Fatalf("reading the outbox left files behind:\n%s\n%s", before, after)

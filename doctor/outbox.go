@@ -157,7 +157,7 @@ func backlog(opts Options, ob outboxState) (Finding, bool) {
 	}
 	n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
 	f := Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3",
-		Message: fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second)),
+		Message: fmt.Sprintf("%d write(s) wait in %s for the primary%s; the oldest was queued %s ago", n, ob.path, queuedFor(ob.stats), age.Round(time.Second)),
 		Fix:     "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"}
 	if ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)) != "" && !ob.stats.LastErrorPast {
 		// the primary's words, masked before Printable turns a line
@@ -166,12 +166,24 @@ func backlog(opts Options, ob outboxState) (Finding, bool) {
 	}
 	if !ob.edge {
 		f.Message += "; this devbox is not in edge mode, so no edge sends them (they are in the local palace)"
-		f.Fix = fmt.Sprintf("before you delete %s: `devbox-config edge flush` with %s and %s set for the primary they are for sends them (`devbox-config edge status` shows them)", shellword.Quote(filepath.Dir(ob.path)), ladder.EnvRemoteURL, ladder.EnvRemoteToken)
+		primary := "the primary they are for (its URL is not recorded: queued by an older devbox-config)"
+		if ob.stats.QueuedFor != "" {
+			primary = "the primary they were queued for, " + shellword.Quote(mailbox.Printable(ob.stats.QueuedFor)) + " (with its credentials, if it had any: they are not recorded)"
+		}
+		f.Fix = fmt.Sprintf("before you delete %s: `devbox-config edge flush` with %s and %s set for %s sends them (`devbox-config edge status` shows them)", shellword.Quote(filepath.Dir(ob.path)), ladder.EnvRemoteURL, ladder.EnvRemoteToken, primary)
 		if age <= opts.BacklogAge {
 			f.Severity = Info
 		}
 	}
 	return f, true
+}
+
+// queuedFor names the primary st's ops were queued for, if recorded.
+func queuedFor(st outbox.Stats) string {
+	if st.QueuedFor == "" {
+		return ""
+	}
+	return " " + mailbox.Printable(st.QueuedFor)
 }
 
 // deadOps is outbox-dead for writes the primary refused for good.

@@ -23,6 +23,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/palacefiles"
 )
@@ -469,7 +470,7 @@ func (e *Edge) openState(ctx context.Context) {
 		e.log.Error("replication policy unreadable; writes are held in the outbox, unsent, until it parses", "err", polErr)
 	}
 	e.loadToolCache()
-	ob, err := outbox.OpenOptions(filepath.Join(dir, outbox.FileName), outbox.Options{Device: e.cfg.OriginDevice, Label: e.cfg.OriginLabel, Token: e.cfg.Token, Log: e.log})
+	ob, err := outbox.OpenOptions(filepath.Join(dir, outbox.FileName), outbox.Options{Device: e.cfg.OriginDevice, Label: e.cfg.OriginLabel, Primary: ladder.RedactURL(e.cfg.PrimaryURL), Token: e.cfg.Token, Log: e.log})
 	if err != nil {
 		e.obErr = err
 		e.log.Error("outbox unavailable: local writes still succeed but are not replicated", "err", err)

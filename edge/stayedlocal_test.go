@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
@@ -142,5 +143,20 @@ func TestWritesAnUnopenableOutboxMissesAreCountedForAJoin(t *testing.T) {
 	h2 := start(t, harnessOpts{palace: palace, primaryDown: true})
 	if in := instructionsOf(h2); !strings.Contains(in, "1 write(s) stayed in the local palace only") || !strings.Contains(in, "`devbox-config join`") {
 		t.Fatalf("the next session's instructions: %q", in)
+	}
+}
+
+// A queued write records the primary it was queued for, credentials
+// stripped, for doctor and `edge status` to name once the environment no
+// longer does (attack90 F2).
+func TestAQueuedWriteRecordsItsPrimary(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{primaryURL: "http://user:pw-secret@127.0.0.1:1/mcp?key=k-secret", timeout: 300 * time.Millisecond})
+	if r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "queued for a primary down"}); r["success"] != true {
+		t.Fatalf("add_drawer: %v", r)
+	}
+	st, err := h.edge.outbox.Stats(context.Background())
+	if err != nil || st.QueuedFor != "http://127.0.0.1:1/mcp" {
+		t.Fatalf("recorded primary %q (%v), want http://127.0.0.1:1/mcp", st.QueuedFor, err)
 	}
 }

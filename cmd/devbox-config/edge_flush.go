@@ -13,6 +13,8 @@ import (
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 const edgeFlushHelp = `flush sends every queued write now, whatever backoff an earlier failure left it
@@ -29,8 +31,10 @@ a gateway that answered for a primary behind it that failed),
 and each op it could not send with what happened to it: the answer was lost,
 not sent (unreachable), refused and why, in doubt; while another edge process
 holds the flush lease, that the op is that process's to send; when --timeout
-ended it, that it did, and the ops it had no time for. Exit status 0 when
-nothing is left, 1 otherwise.`
+ended it, that it did, and the ops it had no time for. Writes queued for
+another primary than MEMPALACE_REMOTE_URL names are sent to it all the same
+(a palace moved to a new primary), said on stderr with the one they were
+queued for. Exit status 0 when nothing is left, 1 otherwise.`
 
 // edgeFlushCmd is `edge flush`: its flags, and run.
 type edgeFlushCmd struct {
@@ -68,6 +72,10 @@ func (fc *edgeFlushCmd) run() error {
 	if err := readyToFlush(ctx, s, cfg); err != nil {
 		return err
 	}
+	if st, err := s.Stats(ctx); err == nil && st.Waiting() > 0 && queuedElsewhere(st, cfg.PrimaryURL) != "" {
+		// Moving a palace to a new primary is legitimate: said, not refused.
+		fmt.Fprintf(fc.stderr, "devbox-config: the writes waiting in %s were queued for the primary %s; sending them to %s (%s) as asked (see docs/replication.md)\n", s.Path(), mailbox.Printable(st.QueuedFor), ladder.RedactURL(cfg.PrimaryURL), ladder.EnvRemoteURL)
+	} // unreadable: Drain's own reads say so
 	p := flushPrimary(ctx, s, cfg)
 	defer p.Close()
 	// A send under way at --timeout has flushGrace more to get its

@@ -25,6 +25,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   outbox      where the outbox is (or that edge mode never ran on this palace)
   queue       ops by state: queued, inflight, dead, in doubt, held, intent, done
   oldest      how long the oldest queued op has waited
+  queued for  the primary URL the waiting ops were queued for (credentials
+              stripped), and whether MEMPALACE_REMOTE_URL names another now
   last flush  when the last flush ended (last error: why the last send to
               MEMPALACE_REMOTE_URL failed, MEMPALACE_REMOTE_TOKEN masked in it;
               "past" when a later send got through; one from an earlier URL
@@ -151,6 +153,9 @@ func (v edgeStatus) print(w io.Writer) {
 	if st.OldestQueued != nil {
 		fmt.Fprintf(w, "oldest     queued %s ago\n", time.Since(*st.OldestQueued).Round(time.Second))
 	}
+	if st.QueuedFor != "" && st.Waiting() > 0 {
+		fmt.Fprintf(w, "queued for %s%s\n", mailbox.Printable(st.QueuedFor), queuedElsewhere(st, v.url))
+	}
 	if st.LastFlush != nil {
 		fmt.Fprintf(w, "last flush %s\n", st.LastFlush.Local().Format(time.RFC3339))
 	}
@@ -215,6 +220,16 @@ func (v edgeStatus) printEmbedder(w io.Writer) {
 	} else if v.sidecar == nil {
 		fmt.Fprintf(w, "embedder   no mismatch seen (the local palace's recorded model is the one configured, and no search found the primary's distances differ)\n")
 	}
+}
+
+// queuedElsewhere is a note when the ops were queued for a primary other
+// than url, MEMPALACE_REMOTE_URL ("" when it is that one, or either is
+// not known).
+func queuedElsewhere(st outbox.Stats, url string) string {
+	if st.QueuedFor == "" || url == "" || outbox.SamePrimary(st.QueuedFor, url) {
+		return ""
+	}
+	return fmt.Sprintf(" (not the primary %s names now, %s: `devbox-config edge flush` sends them there; see docs/replication.md)", ladder.EnvRemoteURL, ladder.RedactURL(url))
 }
 
 // printStayedLocalErr says the record of writes that stayed local could

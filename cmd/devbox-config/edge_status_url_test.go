@@ -46,3 +46,35 @@ func TestEdgeStatusShowsNoLastErrorOfAnEarlierURL(t *testing.T) {
 		t.Errorf("the moved primary's refusal is not shown:\n%s", status)
 	}
 }
+
+// Writes queued for one primary, flushed with MEMPALACE_REMOTE_URL naming
+// another: `edge status` names the one they were queued for, and `edge
+// flush` sends them (a palace moved to a new primary) saying on stderr
+// which primary they were queued for. Nothing named it, and the flush
+// sent them silently (attack90 F2).
+func TestEdgeFlushToAnotherPrimaryNamesTheOneQueuedFor(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	moved, primary := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok-0123456789"})
+	const old = "http://127.0.0.1:21899/mcp"
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", primary.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-0123456789")
+	s, err := outbox.OpenOptions(filepath.Join(palace, "edge", outbox.FileName), outbox.Options{Device: "dev", Label: "lab", Primary: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"queued for the old primary"}`), Wing: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, status, _ := runCLI("edge", "status"); !strings.Contains(status, "queued for "+old+" (not the primary MEMPALACE_REMOTE_URL names now") {
+		t.Errorf("status does not name the primary the writes were queued for:\n%s", status)
+	}
+	code, out, errOut := runCLI("edge", "flush")
+	if code != 0 || !strings.Contains(out, "sent 1") || len(moved.Dump().Drawers) != 1 {
+		t.Fatalf("flush to the new primary: exit %d, %s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "were queued for the primary "+old+"; sending them to "+primary.URL()) {
+		t.Errorf("flush did not say which primary the writes were queued for:\n%s", errOut)
+	}
+}

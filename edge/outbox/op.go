@@ -210,6 +210,9 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	if err := s.insertOp(ctx, tx, op, cmp.Or(dedupe, "op:"+op.ID), w, rec.CausalKeys(args)); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
+	if err := s.recordQueuedFor(ctx, tx); err != nil {
+		return Op{}, fmt.Errorf("outbox: recording the primary: %w", err)
+	}
 	if !w.Intent { // the local palace applied it: an intent's Promote says so
 		if err := forgetTook(ctx, tx, w.Name, w.Payload); err != nil {
 			return Op{}, err

@@ -798,6 +798,10 @@ type Stats struct {
 	// LastErrorPast: a send got through after LastError (LastFlush is
 	// later), so it is no word on the primary's state now.
 	LastErrorPast bool `json:"last_error_past,omitempty"`
+	// QueuedFor is the primary URL (no credentials) the ops were queued
+	// for, the last one if several ("": not known, queued before it was
+	// recorded).
+	QueuedFor string `json:"queued_for,omitempty"`
 	// Dead, InDoubt and Held list (up to 100 of) the ops that wait for
 	// an operator or the policy.
 	Dead    []Op `json:"dead,omitempty"`
@@ -862,6 +866,9 @@ func (s *Store) lastFlushAndError(ctx context.Context, st *Stats) error {
 		return err
 	}
 	if st.LastErrorURL, err = s.Meta(ctx, metaLastErrorURL); err != nil {
+		return err
+	}
+	if st.QueuedFor, err = s.Meta(ctx, metaQueuedFor); err != nil {
 		return err
 	}
 	at, err := s.Meta(ctx, metaLastErrorAt)

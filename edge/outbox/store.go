@@ -24,6 +24,7 @@ type Store struct {
 	flushDB  *sql.DB // synchronous=NORMAL: the flusher's bookkeeping
 	device   string
 	label    string
+	primary  string        // Options.Primary
 	token    func() string // Options.Token
 	identity string        // this file's random identity: a copy of the file takes a new one (loadIdentity)
 	copy     *Copied       // a copy a read-only open saw, not given its identity (copy.go)
@@ -92,6 +93,9 @@ const FileName = "outbox.sqlite"
 type Options struct {
 	// Device and Label are the provenance this process stamps on new ops.
 	Device, Label string
+	// Primary is the URL new ops are queued for, with no credentials
+	// (ladder.RedactURL): Enqueue records it (QueuedFor; "": not known).
+	Primary string
 	// Token is MEMPALACE_REMOTE_TOKEN (nil: none known): the device the
 	// gateway names it is kept per token, by a hash (KeepDeviceSeen).
 	Token func() string
@@ -145,7 +149,7 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	s := &Store{path: path, db: db, device: o.Device, label: o.Label, token: o.Token, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1), kicked: make(chan struct{}, 1)}
+	s := &Store{path: path, db: db, device: o.Device, label: o.Label, primary: o.Primary, token: o.Token, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1), kicked: make(chan struct{}, 1)}
 	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o) }); err != nil {
 		db.Close() // the set-up's error is the one to report
 		return nil, o.fault(path, "outbox %s is not a usable SQLite database: %w", err)
@@ -278,6 +282,20 @@ func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 
 func setMeta(ctx context.Context, db querier, key, value string) error {
 	_, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, value)
+	return err
+}
+
+// metaQueuedFor is the meta key of the primary the outbox's ops were
+// queued for (Options.Primary; the last one an op was queued for).
+const metaQueuedFor = "queued_for"
+
+// recordQueuedFor notes in tx the primary an op is queued for; it writes
+// only when that changes.
+func (s *Store) recordQueuedFor(ctx context.Context, tx querier) error {
+	if s.primary == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value WHERE value IS NOT excluded.value`, metaQueuedFor, s.primary)
 	return err
 }
 
