@@ -240,7 +240,8 @@ const maxDrawerID = 2048
 // would file again: a diary entry by its agent, wing and text, when the
 // trash holds at least nth equal ones (the join's nth copy the primary
 // lacks: k in the trash account for k copies, not for all; the agent as
-// MemPalace keeps it, lower-cased); a drawer by
+// MemPalace keeps it, lower-cased; a pending or unconfirmed delete's
+// entry counting only if the primary lacks it); a drawer by
 // the id its wing, room and content give or, for a drawer updated after it
 // was filed, by local (the id the join's palace holds it under) in the
 // add's own wing; neither when the primary holds it (filed again since).
@@ -252,7 +253,11 @@ func (s *Server) deletedBefore(ctx context.Context, t catalogue.Tool, args map[s
 	str := func(k string) string { v, _ := args[k].(string); return v }
 	if t.Name == "diary_write" {
 		// MemPalace lower-cases the agent it keeps (and the wing it gives).
-		return bin.DeletedEntry(ctx, catalogue.PythonLower(str("agent_name")), catalogue.DiaryWingFor(args), catalogue.DiaryEntry(args), nth)
+		gone := func(ctx context.Context, id string) (bool, error) {
+			w, err := s.drawerWing(ctx, id) // an entry is a drawer to get_drawer
+			return w == "", err
+		}
+		return bin.DeletedEntry(ctx, catalogue.PythonLower(str("agent_name")), catalogue.DiaryWingFor(args), catalogue.DiaryEntry(args), nth, gone)
 	}
 	for i, id := range []string{catalogue.DrawerID(str("wing"), str("room"), str("content")), local} {
 		if id == "" {

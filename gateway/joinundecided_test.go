@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -59,6 +60,77 @@ func TestJoinDoesNotRefileWhatAnUndecidedDeleteRemoved(t *testing.T) {
 	}
 }
 
+// A delete the trash holds pending or unconfirmed that the primary never
+// made (its entry still there) counts as nothing: a join's second copy of
+// an equal diary entry (the next day's "Standup: all green.") is made,
+// where it was refused as deleted on the primary, an entry nobody deleted
+// (attack89 F1). Deleted again, the entry counts once, not once per
+// delete that kept it: of a third day's three copies, the one the delete
+// removed is refused and the other sent.
+func TestJoinSendsAnEqualEntryADeleteNeverMadeLeft(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	for _, state := range []trash.State{trash.StatePending, trash.StateUnconfirmed} {
+		diary := map[string]any{"agent_name": "pi", "entry": "Standup: all green, " + state.String(), "topic": "standup"}
+		copyN := func(n int) map[string]any { return map[string]any{origin.JoinKey: true, origin.JoinCopyKey: n} }
+		first := g.mustResult(t, desk, "diary_write", diary)["entry_id"].(string)
+		p, _, _ := g.call(admin, "get_drawer", map[string]any{"drawer_id": first})
+		g.keepUnmade(t, keptDrawer("delete_drawer", p, ""), state)
+		// Two copies in the join's palace, one on the primary: the second
+		// is the first copy the primary lacks.
+		if _, rpc := g.withMeta(t, desk, "diary_write", diary, copyN(1)); rpc != nil {
+			t.Errorf("%s: a join's second equal entry, the first never deleted: %v", state, rpc)
+		}
+		g.mustResult(t, admin, "delete_drawer", map[string]any{"drawer_id": first})
+		// Three copies, one on the primary: of the two it lacks, one the
+		// delete made again removed.
+		if _, rpc := g.withMeta(t, desk, "diary_write", diary, copyN(1)); rpc == nil {
+			t.Errorf("%s: a join filed again the entry a delete removed", state)
+		}
+		if _, rpc := g.withMeta(t, desk, "diary_write", diary, copyN(2)); rpc != nil {
+			t.Errorf("%s: one entry kept by two deletes counted as two: %v", state, rpc)
+		}
+		if n := g.entriesWith(t, desk, diary["entry"].(string)); n != 2 {
+			t.Errorf("%s: the primary holds %d copies, want 2 (the second and third days')", state, n)
+		}
+	}
+}
+
+// keepUnmade keeps dr in the trash as a delete_drawer the primary never
+// made, settled state (the gateway stopped before forwarding it, or its
+// answer lost in a proxy that did not pass it on).
+func (g *gw) keepUnmade(t *testing.T, dr trash.Drawer, state trash.State) {
+	t.Helper()
+	bin, err := g.srv.Trash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := bin.Keep(context.Background(), trash.Delete{Device: "admin-0001", Tool: "delete_drawer", Drawers: []trash.Drawer{dr}})
+	if err == nil {
+		err = bin.Settle(context.Background(), id, state, "", nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// entriesWith counts agent pi's diary entries holding text.
+func (g *gw) entriesWith(t *testing.T, token, text string) (n int) {
+	t.Helper()
+	r, _, _ := g.call(token, "diary_read", map[string]any{"agent_name": "pi", "last_n": 100})
+	es, ok := r["entries"].([]any)
+	if !ok {
+		t.Fatalf("diary_read: %v", r)
+	}
+	for _, e := range es {
+		if e.(map[string]any)["content"] == text {
+			n++
+		}
+	}
+	return n
+}
+
 // mustResult calls tool and fails the test unless it succeeded.
 func (g *gw) mustResult(t *testing.T, token, tool string, args map[string]any) map[string]any {
 	t.Helper()
@@ -104,6 +176,31 @@ func TestRealJoinDoesNotRefileWhatAnUndecidedDeleteRemoved(t *testing.T) {
 	}
 	if r := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "pi"}); len(r["entries"].([]any)) != 0 {
 		t.Errorf("an entry is back: %v", r)
+	}
+	// attack89 F1: an unconfirmed delete the primary never got counts as
+	// nothing, and deleted again, its entry counts once.
+	standup := map[string]any{"agent_name": "pi", "entry": "Standup: all green.", "topic": "standup", "wing": "wing_pi"}
+	first := srv.MustCall(t, "mempalace_diary_write", standup)["entry_id"].(string)
+	g.keepUnmade(t, keptDrawer("delete_drawer", srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": first}), ""), trash.StateUnconfirmed)
+	copyN := func(n int) map[string]any { return map[string]any{origin.JoinKey: true, origin.JoinCopyKey: n} }
+	if _, rpc := g.withMeta(t, ops, "diary_write", standup, copyN(1)); rpc != nil {
+		t.Errorf("a join's second equal entry, the first never deleted: %v", rpc)
+	}
+	g.mustResult(t, ops, "delete_drawer", map[string]any{"drawer_id": first})
+	if _, rpc := g.withMeta(t, ops, "diary_write", standup, copyN(1)); rpc == nil {
+		t.Error("a join filed again the entry a delete removed")
+	}
+	if _, rpc := g.withMeta(t, ops, "diary_write", standup, copyN(2)); rpc != nil {
+		t.Errorf("one entry kept by two deletes counted as two: %v", rpc)
+	}
+	n := 0
+	for _, e := range srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "pi", "last_n": 100})["entries"].([]any) {
+		if e.(map[string]any)["content"] == standup["entry"] {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("the primary holds %d copies of the standup, want 2", n)
 	}
 	kept := map[string]any{"wing": "proj_a", "room": "pend", "content": "a delete that never left"}
 	id := srv.MustCall(t, "mempalace_add_drawer", kept)["drawer_id"].(string)

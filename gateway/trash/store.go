@@ -718,7 +718,16 @@ func (s *Store) Find(ctx context.Context, ref string) (Delete, error) {
 // asks the primary first: a delete that was not made left it there
 // (attack87 F2).
 func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool, err error) {
-	return s.deleted(ctx, 1, `dr.drawer_id=?`, id)
+	var deleteID int64
+	err = s.db.QueryRowContext(ctx, `SELECT dr.delete_id FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
+		WHERE x.tool<>'update_drawer' AND dr.restored_at IS NULL AND dr.drawer_id=? ORDER BY dr.delete_id DESC LIMIT 1`, id).Scan(&deleteID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delete{}, false, nil
+	}
+	if err != nil {
+		return Delete{}, false, err
+	}
+	return s.one(ctx, deleteID, id)
 }
 
 // RestoredElsewhere is the newest delete that removed drawer id from the
@@ -747,28 +756,83 @@ func (s *Store) RestoredElsewhere(ctx context.Context, id string) (d Delete, ok 
 // of it names: its agent, wing and text (the primary's id of an entry is
 // its own timestamp, which a write again does not give). Equal entries
 // are told apart by count alone: ok only when the trash holds at least
-// nth of them (nth 1: any), d naming the nth newest. A purged entry is
-// found by its digest (entryDigest under s.Key), its text being gone.
-// A pending or unconfirmed delete counts too: one not made left its
-// entry on the primary, where a join counts it as there, so of k equal
-// copies one delete still leaves k-1, as the delete meant.
-func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string, nth int) (d Delete, ok bool, err error) {
-	// kind='diary' literally: the planner then uses diary_by_text.
-	return s.deleted(ctx, nth, `dr.kind='diary' AND dr.wing=? AND (dr.content=? AND json_extract(dr.metadata,'$.agent')=? OR dr.purged_digest=?)`, wing, text, agent, entryDigest(s.Key, agent, wing, text))
-}
-
-func (s *Store) deleted(ctx context.Context, nth int, where string, args ...any) (Delete, bool, error) {
-	var id int64
-	var drawer string
-	err := s.db.QueryRowContext(ctx, `SELECT dr.delete_id, dr.drawer_id FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
-		WHERE x.tool<>'update_drawer' AND dr.restored_at IS NULL AND `+where+` ORDER BY dr.delete_id DESC LIMIT 1 OFFSET ?`,
-		append(args, max(nth, 1)-1)...).Scan(&id, &drawer)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Delete{}, false, nil
-	}
+// nth of them (nth 1: any), d naming the nth newest. An entry counts once
+// however many deletes kept it (a delete made again after one left
+// unconfirmed), and not at all if a restore of any of them brought it
+// back. A pending or unconfirmed delete counts only if gone(id) says the
+// entry it kept is gone from the primary: one not made counts as nothing,
+// where it refused an equal entry written since (attack89 F1), and one
+// made stays made (attack87 F2). A purged entry is found by its digest
+// (entryDigest under s.Key), its text being gone.
+func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string, nth int, gone func(ctx context.Context, id string) (bool, error)) (d Delete, ok bool, err error) {
+	kept, err := s.entryDeletes(ctx, agent, wing, text)
 	if err != nil {
 		return Delete{}, false, err
 	}
+	nth = max(nth, 1)
+	for _, k := range kept {
+		if k.restored {
+			continue
+		}
+		if k.state != StateDeleted {
+			made, err := gone(ctx, k.drawer)
+			if err != nil {
+				return Delete{}, false, fmt.Errorf("is diary entry %s on the primary: %w", k.drawer, err)
+			}
+			if !made {
+				continue
+			}
+		}
+		if nth--; nth == 0 {
+			return s.one(ctx, k.delete, k.drawer)
+		}
+	}
+	return Delete{}, false, nil
+}
+
+// keptEntry is one diary entry the trash holds, by its id: the delete to
+// name (one the primary confirmed, if any), and whether any restored it.
+type keptEntry struct {
+	drawer   string
+	delete   int64
+	state    State
+	restored bool
+}
+
+// entryDeletes is each diary entry with agent, wing and text the trash
+// holds, newest delete first.
+func (s *Store) entryDeletes(ctx context.Context, agent, wing, text string) ([]*keptEntry, error) {
+	// kind='diary' literally: the planner then uses diary_by_text.
+	rows, err := s.db.QueryContext(ctx, `SELECT dr.drawer_id, dr.delete_id, x.state, dr.restored_at IS NOT NULL FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
+		WHERE x.tool<>'update_drawer' AND dr.kind='diary' AND dr.wing=? AND (dr.content=? AND json_extract(dr.metadata,'$.agent')=? OR dr.purged_digest=?)
+		ORDER BY dr.delete_id DESC`, wing, text, agent, entryDigest(s.Key, agent, wing, text))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close() // read to the end: Err reports
+	var out []*keptEntry
+	byID := map[string]*keptEntry{}
+	for rows.Next() {
+		var r keptEntry
+		if err := rows.Scan(&r.drawer, &r.delete, &r.state, &r.restored); err != nil {
+			return nil, err
+		}
+		k := byID[r.drawer]
+		switch {
+		case k == nil:
+			byID[r.drawer] = &r
+			out = append(out, &r)
+		case k.state != StateDeleted && r.state == StateDeleted:
+			k.delete, k.state, k.restored = r.delete, r.state, k.restored || r.restored
+		default:
+			k.restored = k.restored || r.restored
+		}
+	}
+	return out, rows.Err()
+}
+
+// one is delete id holding drawer alone.
+func (s *Store) one(ctx context.Context, id int64, drawer string) (Delete, bool, error) {
 	d, err := s.Get(ctx, id)
 	if err != nil {
 		return Delete{}, false, err

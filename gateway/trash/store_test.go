@@ -134,7 +134,7 @@ func BenchmarkDeletedLookUp(b *testing.B) {
 	})
 	b.Run("diary", func(b *testing.B) {
 		for b.Loop() {
-			if _, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", "another entry", 1); err != nil || found {
+			if _, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", "another entry", 1, nil); err != nil || found {
 				b.Fatal(found, err)
 			}
 		}
@@ -263,5 +263,44 @@ func TestATrashOfANewerReleaseIsRefused(t *testing.T) {
 	}
 	if after, err := os.ReadFile(file); err != nil || !bytes.Equal(before, after) {
 		t.Errorf("the refused trash was changed (%v)", err)
+	}
+}
+
+// A diary entry two deletes kept (an unconfirmed one, then the delete
+// made again) that a restore of either brought back is deleted no more:
+// a join's equal entry is sent (attack89 F1: `trash restore` of the
+// unconfirmed delete left the entry refused). Until the restore it counts
+// once, not twice.
+func TestAnEntryRestoredFromEitherOfItsDeletesCountsAsNone(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), FileName), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e := Drawer{ID: "diary_wing_pi_1", Wing: "wing_pi", Room: "diary", Content: "Standup: all green.", Metadata: json.RawMessage(`{"agent":"pi"}`), Kind: KindDiary}
+	var ids []int64
+	for _, state := range []State{StateUnconfirmed, StateDeleted} {
+		id, err := s.Keep(ctx, Delete{Device: "ops", Tool: "delete_drawer", Drawers: []Drawer{e}})
+		if err == nil {
+			err = s.Settle(ctx, id, state, "", nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	gone := func(context.Context, string) (bool, error) { return true, nil }
+	if d, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", e.Content, 1, gone); err != nil || !found || d.ID != ids[1] {
+		t.Fatalf("the entry's first copy: %v %v %v, want delete %d (the one made)", d.ID, found, err, ids[1])
+	}
+	if _, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", e.Content, 2, gone); err != nil || found {
+		t.Fatalf("the entry counted twice: %v %v", found, err)
+	}
+	if err := s.MarkRestored(ctx, ids[0], e.ID, "diary_wing_pi_2"); err != nil {
+		t.Fatal(err)
+	}
+	if d, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", e.Content, 1, gone); err != nil || found {
+		t.Fatalf("a restored entry still counts as deleted: delete %d %v %v", d.ID, found, err)
 	}
 }
