@@ -725,6 +725,7 @@ func (j *joining) settle(ctx context.Context) {
 	j.final, j.diaries = final, map[string]bool{}
 	j.sentForEarlier()
 	var gone []planned // diary entries earlier runs found deleted
+	var left []Failure
 	for _, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
@@ -740,9 +741,10 @@ func (j *joining) settle(ctx context.Context) {
 			// Dropped by an operator, or waiting for one: in rep.Failed
 			// (stuck) with the command that shows it.
 		default:
-			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: j.notSent(ctx, op)})
+			left = append(left, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: j.notSent(ctx, op)})
 		}
 	}
+	j.rep.Failed = append(j.rep.Failed, j.notTried(left)...)
 	j.restoredEntries(ctx, gone)
 	for _, kind := range j.landed { // none of this run's writes
 		j.rep.SentQueuedEarlier[kind]++
@@ -796,18 +798,52 @@ func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
 	case op.MaybeApplied || failedAs(op) == outbox.Lost:
 		return "sent, but its answer was lost (" + errText(op.Error) + "): it may be on the primary already; the next join looks it up first and sends it only if it is not there"
 	case j.primary != nil && j.primary.State() == "unauthorized":
-		return "not tried: the primary refused the token" + again // an earlier run's error is not this run's
+		return notTriedWords + "the primary refused the token" + again // an earlier run's error is not this run's
 	case len(op.Error) != 0:
 		return "not sent yet (" + op.State.String() + "): " + errText(op.Error) + again
 	}
 	if b, waits, err := j.store.Blocker(context.WithoutCancel(ctx), op); err == nil && waits {
-		return "not tried: it waits for op " + b.Short() + " on the same record" + again
+		return notTriedWords + waitsWords + b.Short() + " on the same record" + again
 	}
 	why := "the join was stopped"
 	if j.primary != nil && j.primary.State() != "up" {
 		why = "the primary was unreachable" // the primary's own line says why
 	}
-	return "not tried: " + why + again
+	return notTriedWords + why + again
+}
+
+// notTriedWords begin the failure of a record a run did not try;
+// waitsWords follow them for one behind another op.
+const (
+	notTriedWords = "not tried: "
+	waitsWords    = "it waits for op "
+)
+
+// notTried is failed with the records not tried for one reason (the
+// primary unreachable, the join stopped) in one failure: their count and
+// the command that lists them, where a line each (55 of the same words)
+// buried the one saying why the run stopped (attack89 F2). A reason one
+// record alone has, or waiting for another op (naming it), keeps its
+// record's failure.
+func (j *joining) notTried(failed []Failure) []Failure {
+	n := map[string]int{}
+	for _, f := range failed {
+		if strings.HasPrefix(f.Error, notTriedWords) && !strings.HasPrefix(f.Error, notTriedWords+waitsWords) {
+			n[f.Error]++
+		}
+	}
+	out := make([]Failure, 0, len(failed))
+	for _, f := range failed {
+		switch c := n[f.Error]; {
+		case c < 0: // counted in the reason's failure
+		case c < 2:
+			out = append(out, f)
+		default:
+			n[f.Error] = -1
+			out = append(out, Failure{Kind: "records", Record: "not tried", Error: fmt.Sprintf("%d: %s (`%s` lists them, queued)", c, strings.TrimPrefix(f.Error, notTriedWords), j.outboxCmd("list", ""))})
+		}
+	}
+	return out
 }
 
 // sentForEarlier finds the ops an earlier run queued, and stopped before

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// A resumed join whose token the primary refuses names each record it
-// left queued by what it is, and says why: before, its lines read
-// "drawers  →  → : not tried: the primary was unreachable" (attack41 N6),
-// a fact's name for a drawer read back from the join outbox, and the
-// wrong reason for a primary that answered 401.
+// A resumed join whose token the primary refuses counts the records it
+// left queued, says why, and names the command that lists them: before,
+// its lines read "drawers  →  → : not tried: the primary was unreachable"
+// (attack41 N6), the wrong reason for a primary that answered 401, and
+// then one line per record (attack89 F2).
 func TestAResumeWithARefusedTokenNamesWhatStaysQueued(t *testing.T) {
 	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
@@ -29,18 +29,20 @@ func TestAResumeWithARefusedTokenNamesWhatStaysQueued(t *testing.T) {
 	}
 	cfg.Token = func() string { return "not-the-token" }
 	rep := run(t, cfg, Options{Resume: true, Stall: time.Second})
-	drawers := 0
+	counted := false
 	for _, f := range rep.Failed {
-		if f.Kind != Drawers {
-			continue
-		}
-		drawers++
-		if strings.Contains(f.Record, "→") || f.Record == "" || !strings.Contains(f.Error, "refused the token") || strings.Contains(f.Error, "unreachable") {
-			t.Errorf("a drawer left queued: %+v", f)
+		switch f.Kind {
+		case "records": // the records left, counted (attack89 F2)
+			counted = true
+			if !strings.Contains(f.Error, "refused the token") || strings.Contains(f.Error, "unreachable") || !strings.Contains(f.Error, "edge outbox list --join") {
+				t.Errorf("the records left queued: %+v", f)
+			}
+		case Drawers:
+			t.Errorf("a drawer left queued has a line of its own, beside their count: %+v", f)
 		}
 	}
-	if drawers == 0 {
-		t.Fatalf("no drawer named as left queued: %+v", rep.Failed)
+	if !counted {
+		t.Fatalf("nothing says what stays queued: %+v", rep.Failed)
 	}
 }
 

@@ -346,7 +346,7 @@ func TestJoinInterruptedThenRerun(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("interrupted join: %v\n%s%s", err, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "not tried: the join was stopped") || !strings.Contains(out.String(), "run devbox-config join again") {
+	if !strings.Contains(out.String(), `"record": "not tried"`) || !strings.Contains(out.String(), "the join was stopped") || !strings.Contains(out.String(), "run devbox-config join again") {
 		t.Fatalf("the report does not name what stays queued:\n%s", out.String())
 	}
 	code, stdout, stderr := f.run(t, nil, "--json", "--verify", "all")
