@@ -802,9 +802,11 @@ type keptEntry struct {
 // entryDeletes is each diary entry with agent, wing and text the trash
 // holds, newest delete first.
 func (s *Store) entryDeletes(ctx context.Context, agent, wing, text string) ([]*keptEntry, error) {
-	// kind='diary' literally: the planner then uses diary_by_text.
+	// kind='diary' literally and content in (text, '' purged): the
+	// planner then uses diary_by_text (with the digest's OR alone it
+	// scanned every diary entry: 3 ms in BenchmarkDeletedLookUp).
 	rows, err := s.db.QueryContext(ctx, `SELECT dr.drawer_id, dr.delete_id, x.state, dr.restored_at IS NOT NULL FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
-		WHERE x.tool<>'update_drawer' AND dr.kind='diary' AND dr.wing=? AND (dr.content=? AND json_extract(dr.metadata,'$.agent')=? OR dr.purged_digest=?)
+		WHERE x.tool<>'update_drawer' AND dr.kind='diary' AND dr.wing=? AND dr.content IN (?, '') AND (dr.content<>'' AND json_extract(dr.metadata,'$.agent')=? OR dr.purged_digest=?)
 		ORDER BY dr.delete_id DESC`, wing, text, agent, entryDigest(s.Key, agent, wing, text))
 	if err != nil {
 		return nil, err
