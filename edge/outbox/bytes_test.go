@@ -84,12 +84,17 @@ func (f *front) calls(tool string) []int {
 
 // behind puts a front between the rig's flusher and its primary.
 func (r *rig) behind(cut func(string, []byte) bool) *front {
+	return r.behindTimed(cut, 5*time.Second)
+}
+
+// behindTimed is behind with the call timeout of the flusher's Primary.
+func (r *rig) behindTimed(cut func(string, []byte) bool, timeout time.Duration) *front {
 	target, _ := url.Parse(r.srv.URL())
 	f := &front{to: target, cut: cut, sizes: map[string][]int{}, args: map[string][]string{}}
 	hs := httptest.NewServer(f)
 	r.t.Cleanup(hs.Close)
 	p := edge.NewPrimary(hs.URL+target.Path, func() string { return "t" }, slog.New(slog.DiscardHandler),
-		edge.PrimaryOptions{Timeout: 5 * time.Second, Probe: 10 * time.Millisecond, OnUp: func() { r.store.Resume(context.Background()) }})
+		edge.PrimaryOptions{Timeout: timeout, Probe: 10 * time.Millisecond, OnUp: func() { r.store.Resume(context.Background()) }})
 	r.t.Cleanup(p.Close)
 	r.p, r.flusher.P = p, edge.FlushTarget(p)
 	return f

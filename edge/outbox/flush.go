@@ -53,7 +53,9 @@ type Flusher struct {
 	// it is renewed every Lease/3 while the flusher works, for longer
 	// than SendTimeout, so no send starts with less left than its bound.
 	Lease time.Duration
-	// SendTimeout bounds one send with its look-ups (default 20 s).
+	// SendTimeout bounds one send with its look-ups (default 20 s); an
+	// op's later sends have twice the bound of its previous one, up to
+	// 16 times SendTimeout (sendBound).
 	SendTimeout time.Duration
 	// StopGrace is how long a send under way when Run or Drain is stopped
 	// (its context ends) still has to get its answer, within SendTimeout
@@ -302,7 +304,7 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 		return false
 	}
 	op.State, op.Attempts = Inflight, op.Attempts+1
-	sctx, cancel := f.sendContext(ctx)
+	sctx, cancel := f.sendContext(ctx, f.sendBound(op))
 	res, err := f.send(sctx, run, op, ambiguous)
 	cut := err != nil && ctx.Err() != nil && sctx.Err() != nil
 	cancel()
@@ -312,11 +314,21 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	return f.settle(context.WithoutCancel(ctx), op, res, err) // an answer (in the grace too), or never sent: queued again
 }
 
-// sendContext bounds one send by SendTimeout. ctx ending (the flusher
-// stopped) leaves it StopGrace more to get its answer; a lease lost cuts
-// it at once (another process may be sending).
-func (f *Flusher) sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.SendTimeout)
+// sendBound is how long one send of op (its Attempts counting this one)
+// may take: SendTimeout, doubled with each earlier attempt of the op, as
+// its backoff is, up to 16 times SendTimeout. A write that a slow primary
+// or link cannot take within SendTimeout (a checkpoint of megabytes) is
+// not cut at the same point on every send, each time sent whole again:
+// a later send has the time it needs.
+func (f *Flusher) sendBound(op Op) time.Duration {
+	return f.SendTimeout << min(max(op.Attempts-1, 0), 4)
+}
+
+// sendContext bounds one send by bound. ctx ending (the flusher stopped)
+// leaves it StopGrace more to get its answer; a lease lost cuts it at
+// once (another process may be sending).
+func (f *Flusher) sendContext(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	stop := context.AfterFunc(ctx, func() {
 		if errors.Is(context.Cause(ctx), errLeaseLost) {
 			cancel()
