@@ -117,6 +117,10 @@ func TestACheckpointIsSentAsTheAgentWroteIt(t *testing.T) {
 	testbed.Integration(t, "a 6 MB checkpoint through the MemPalace double takes seconds")
 	r := newRig(t)
 	f := r.behind(nil)
+	// A bound no loaded machine reaches (ten of these under -race on two
+	// cores took up to 69 s): a send cut at its timeout is sent again,
+	// which is not what this test is about (slowsend_test.go is).
+	r.flusher.SendTimeout = 3 * time.Minute
 	items := []any{}
 	for i := range 64 {
 		items = append(items, map[string]any{"wing": "w", "room": "r", "content": markup(fmt.Sprintf("w%d", i), 99_000)})
