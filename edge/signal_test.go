@@ -43,7 +43,7 @@ func TestSignalStopsWithInputOpen(t *testing.T) {
 	// in: generous, so a loaded machine still reads it within it.
 	const grace = 2 * time.Second
 	h := start(t, harnessOpts{raw: true, stopGrace: grace, timeout: 30 * time.Second, childExitWait: hungExit,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_get_drawer=120000"}})
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_get_drawer=120000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
 		t.Fatal(err)
@@ -51,9 +51,17 @@ func TestSignalStopsWithInputOpen(t *testing.T) {
 	if a := h.await("4", 10*time.Second); a["result"] == nil {
 		t.Fatalf("add_drawer: %v", a)
 	}
-	if _, err := h.in.Write([]byte(signalHung)); err != nil { // read (an io.Pipe) once Write returns
+	if _, err := h.in.Write([]byte(signalHung)); err != nil {
 		t.Fatal(err)
 	}
+	// The signal comes once the call is at the local palace: in flight,
+	// it holds the stop for the whole grace. Write returning says only
+	// that the edge read its bytes: under load the signal came first, the
+	// call was answered "stopping" at once, the grace ended with it, and
+	// the request after the signal found the edge gone.
+	waitFor(t, 10*time.Second, "the held call at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_get_drawer" })
+	})
 	began := time.Now()
 	h.stop()
 	waitFor(t, 5*time.Second, "word of stopping in the log", func() bool { return strings.Contains(h.logs.String(), stoppingWord) })
