@@ -28,6 +28,12 @@ func TestWriteQueuedUnderARefusedTokenGoesOutOnceTheTokenIsAccepted(t *testing.T
 		ops, err := h.edge.outbox.List(ctx, 10, outbox.Done)
 		return err == nil && len(ops) == 1
 	})
+	// The edge's first read of the mailbox (event_list, at its start) is
+	// over before the token goes: read after it, it met the refusal
+	// before the write did, and opened the breaker for the token, so the
+	// write was never sent, never refused for its token, and the test
+	// timed out waiting for it (10.2 s, under load).
+	<-h.edge.wk.first
 	token.Store("revoked") // the operator revokes it
 	_, res := h.call("add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "written while revoked"})
 	if res.IsError {
