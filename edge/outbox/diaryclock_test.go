@@ -181,127 +181,74 @@ func TestAnOperatorsRetryOfADiaryEntryInDoubtLandsAndTheOpsBehindItGo(t *testing
 	}
 }
 
-// refusedOnceGateway is steppedBackGateway until the operator's resend,
-// which it refuses once, not for good; every later send is filed.
-type refusedOnceGateway struct {
+// failedOnceGateway is steppedBackGateway until the operator's resend,
+// whose first send meets fail (a refusal, not for good; or a lost answer
+// after the primary filed it); every later send is filed.
+type failedOnceGateway struct {
 	steppedBackGateway
-	refused bool
+	fail   error
+	failed bool
 }
 
-func (p *refusedOnceGateway) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+func (p *failedOnceGateway) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	p.mu.Lock()
-	operator, refused := outbox.ResendFrom(ctx) == outbox.ResendByOperator, p.refused
+	operator, failed := outbox.ResendFrom(ctx) == outbox.ResendByOperator, p.failed
 	p.mu.Unlock()
-	if !operator && !refused || tool == "mempalace_list_drawers" {
+	if !operator && !failed || tool == "mempalace_list_drawers" {
 		return p.steppedBackGateway.Call(ctx, tool, args)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.resends = append(p.resends, outbox.ResendFrom(ctx))
-	if !refused {
-		p.refused = true
-		return nil, &outbox.RPCError{Code: -32000, Message: "devbox-config gateway: refused this time"}
+	if !failed {
+		p.failed = true
+		return nil, p.fail
 	}
 	return map[string]any{"success": true}, nil
 }
 
-// Reviewer 27 S3: the operator's resend of an op in doubt is one act:
-// once it reached the gateway (here refused, not for good), the op's
-// later attempts go out as the edge's own again (under its op id, which
-// the ledger answers from its record), not with the operator's override
-// that skips the ledger's check. (It failed before: every later attempt
-// said "operator".)
+// Reviewer 27 S3, reviewer 28 D2: the operator's resend of an op in doubt
+// is one act: once it may have reached the gateway (refused, not for
+// good; or filed with its answer lost), the op's later attempts go out as
+// the edge's own again (under its op id, which the ledger answers from
+// its record), not with the operator's override that skips the ledger's
+// check. (Both failed before: every later attempt said "operator".)
 func TestAnOperatorsResendIsOneAct(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"S3 one resend"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &refusedOnceGateway{}
-	f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
-	for range 3 {
-		f.Drain(ctx) // its errors are the op's
-	}
-	if o, _ := s.Get(ctx, op.LocalSeq); o.State != outbox.InDoubt {
-		t.Fatalf("the op: %s %s, want in doubt", o.State, o.Error)
-	}
-	if _, err := s.Retry(ctx, op.Short()); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		f.Drain(ctx)
-	}
-	o, _ := s.Get(ctx, op.LocalSeq)
-	if got := strings.Join(p.resends, ","); o.State != outbox.Done || got != ",,looked-up,operator," {
-		t.Errorf("the op is %s %s; its sends carried resend %q, want the operator's once, then the edge's own", o.State, o.Error, got)
-	}
-}
-
-// lostOnceGateway is refusedOnceGateway, but the operator's resend lands
-// and its answer is lost (a connection reset after the primary filed it).
-type lostOnceGateway struct {
-	steppedBackGateway
-	lost bool
-}
-
-func (p *lostOnceGateway) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	p.mu.Lock()
-	operator, lost := outbox.ResendFrom(ctx) == outbox.ResendByOperator, p.lost
-	p.mu.Unlock()
-	if !operator && !lost || tool == "mempalace_list_drawers" {
-		return p.steppedBackGateway.Call(ctx, tool, args)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.resends = append(p.resends, outbox.ResendFrom(ctx))
-	if !lost {
-		p.lost = true
-		return nil, errors.New("connection reset by peer") // it landed; the answer did not
-	}
-	return map[string]any{"success": true}, nil
-}
-
-func TestAnOperatorsResendWhoseAnswerIsLostIsNotSentAgainAsTheOperators(t *testing.T) {
-	ctx := context.Background()
-	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"S3 lost"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &lostOnceGateway{}
-	f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
-	for range 3 {
-		f.Drain(ctx)
-	}
-	if o, _ := s.Get(ctx, op.LocalSeq); o.State != outbox.InDoubt {
-		t.Fatalf("the op: %s %s, want in doubt", o.State, o.Error)
-	}
-	if _, err := s.Retry(ctx, op.Short()); err != nil {
-		t.Fatal(err)
-	}
-	for range 5 {
-		time.Sleep(5 * time.Millisecond)
-		f.Drain(ctx)
-	}
-	o, _ := s.Get(ctx, op.LocalSeq)
-	t.Logf("state %s, sends after the retry carried %q", o.State, p.resends)
-	n := 0
-	for _, r := range p.resends {
-		if r == outbox.ResendByOperator {
-			n++
-		}
-	}
-	if n > 1 {
-		t.Errorf("one operator retry went out as the operator's %d times (the first landed, its answer lost): %q", n, p.resends)
+	for name, fail := range map[string]error{
+		"refused":     &outbox.RPCError{Code: -32000, Message: "devbox-config gateway: refused this time"},
+		"answer lost": errors.New("connection reset by peer"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"S3 one resend"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &failedOnceGateway{fail: fail}
+			f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+			for range 3 {
+				f.Drain(ctx) // its errors are the op's
+			}
+			if o, _ := s.Get(ctx, op.LocalSeq); o.State != outbox.InDoubt {
+				t.Fatalf("the op: %s %s, want in doubt", o.State, o.Error)
+			}
+			if _, err := s.Retry(ctx, op.Short()); err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				time.Sleep(5 * time.Millisecond) // past a lost answer's backoff
+				f.Drain(ctx)
+			}
+			o, _ := s.Get(ctx, op.LocalSeq)
+			if got := strings.Join(p.resends, ","); o.State != outbox.Done || strings.Count(got, "operator") != 1 {
+				t.Errorf("the op is %s %s; its sends carried resend %q, want the operator's once, then the edge's own", o.State, o.Error, got)
+			}
+		})
 	}
 }
