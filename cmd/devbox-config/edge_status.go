@@ -176,6 +176,28 @@ func (v edgeStatus) print(w io.Writer) {
 	if v.copied != nil {
 		fmt.Fprintf(w, "COPY       %s (fix: %s)\n", v.copied.Message, v.copied.Fix)
 	}
+	v.printOps(w)
+	if n := st.ByState[outbox.Held]; n > 0 {
+		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
+	}
+	if n := len(st.BehindDelete); n > 0 {
+		fmt.Fprintf(w, "WAITING    %d update_drawer(s) of drawers a delete_by_source may remove, held until the local palace has answered that delete (this edge, or the next edge start, sends it again): then cancelled if it removed the drawer, sent if not\n", n)
+	}
+	if note := intentNote(st); note != "" {
+		fmt.Fprintf(w, "INTENT     %s\n", note)
+	}
+	for _, sl := range st.StayedLocal {
+		fmt.Fprintf(w, "LOCAL ONLY %s\n", sl)
+	}
+	printStayedLocalErr(w, st)
+	printJoins(w, v.joins)
+	v.printTombstones(w)
+}
+
+// printOps lists the ops that need a look: dead, left out, closed, in
+// doubt.
+func (v edgeStatus) printOps(w io.Writer) {
+	st := v.stats
 	for _, o := range st.Dead {
 		fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, deadText(o.Error), behindNote(v.behind[o.ID]), deadFix(o, st.Copied))
 	}
@@ -192,21 +214,6 @@ func (v edgeStatus) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again%s, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), over, o.Short())
 	}
-	if n := st.ByState[outbox.Held]; n > 0 {
-		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
-	}
-	if n := len(st.BehindDelete); n > 0 {
-		fmt.Fprintf(w, "WAITING    %d update_drawer(s) of drawers a delete_by_source may remove, held until the local palace has answered that delete (this edge, or the next edge start, sends it again): then cancelled if it removed the drawer, sent if not\n", n)
-	}
-	if note := intentNote(st); note != "" {
-		fmt.Fprintf(w, "INTENT     %s\n", note)
-	}
-	for _, sl := range st.StayedLocal {
-		fmt.Fprintf(w, "LOCAL ONLY %s\n", sl)
-	}
-	printStayedLocalErr(w, st)
-	printJoins(w, v.joins)
-	v.printTombstones(w)
 }
 
 // printEmbedder says whether the local palace's embedder and the

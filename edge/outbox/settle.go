@@ -82,11 +82,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 			return err
 		}
 		if !recorded { // an operator settled it meanwhile: theirs stands
-			if op.State != Inflight || rule.MaybeApplied {
-				return nil // nothing sent, or it may have landed (InFlightAtSettle says so)
-			}
-			_, err := noteOnSettled(ctx, tx, op, "", NotLanded+" ("+kind.String()+"): "+msg, false)
-			return err
+			return noteNotLanded(ctx, tx, op, kind, msg)
 		}
 		if state == Dead && asWritten {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq); err != nil {
@@ -114,6 +110,17 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// noteNotLanded notes on op, which an operator settled while its send was
+// in flight, that the send did not land: not for a send that never left,
+// nor for one that may have landed (InFlightAtSettle says so).
+func noteNotLanded(ctx context.Context, tx *sql.Tx, op Op, kind Kind, msg string) error {
+	if op.State != Inflight || Rules[kind].MaybeApplied {
+		return nil
+	}
+	_, err := noteOnSettled(ctx, tx, op, "", NotLanded+" ("+kind.String()+"): "+msg, false)
+	return err
 }
 
 // resendTaken reports whether a failed send of op may have reached the
