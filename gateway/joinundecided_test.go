@@ -211,3 +211,35 @@ func TestRealJoinDoesNotRefileWhatAnUndecidedDeleteRemoved(t *testing.T) {
 		t.Fatalf("a join's add of a drawer a pending delete did not remove: %v %v", res, rpc)
 	}
 }
+
+// `trash restore` of a diary entry's delete the primary never made (kept
+// pending or unconfirmed, the entry still there) writes nothing: before,
+// it wrote a second copy beside the entry. The trash records the entry as
+// restored, as itself, so a join's equal entry is sent.
+func TestRestoreOfADiaryDeleteNeverMadeWritesNothing(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	for _, state := range []trash.State{trash.StatePending, trash.StateUnconfirmed} {
+		diary := map[string]any{"agent_name": "pi", "entry": "Standup: all green, " + state.String(), "topic": "standup"}
+		entry := g.mustResult(t, desk, "diary_write", diary)["entry_id"].(string)
+		p, _, _ := g.call(admin, "get_drawer", map[string]any{"drawer_id": entry})
+		g.keepUnmade(t, keptDrawer("delete_drawer", p, ""), state)
+		rs, err := g.restorer(t).Restore(context.Background(), []string{entry})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("%s: restore: %+v %v", state, rs, err)
+		}
+		if rs[0].Err != nil || !rs[0].Already || rs[0].As != entry {
+			t.Fatalf("%s: restore: as %s, already %v (want %s, true): %v", state, rs[0].As, rs[0].Already, entry, rs[0].Err)
+		}
+		if n := g.entriesWith(t, desk, diary["entry"].(string)); n != 1 {
+			t.Errorf("%s: the primary holds %d copies after the restore, want 1", state, n)
+		}
+		if d := g.kept(t)[0].Drawers[0]; d.RestoredAt == nil || d.RestoredAs != entry || d.RestoringAt != nil {
+			t.Errorf("%s: the trash's record: %+v", state, d)
+		}
+		if _, rpc := g.withMeta(t, desk, "diary_write", diary, map[string]any{origin.JoinKey: true, origin.JoinCopyKey: 1}); rpc != nil {
+			t.Errorf("%s: a join's second equal entry after the restore: %v", state, rpc)
+		}
+	}
+}

@@ -38,7 +38,8 @@ func allIDs(t *testing.T, srv *realpalace.Server) []string {
 // Against real MemPalace 3.11.0: an admin's delete_drawer through the
 // gateway is kept in the trash and the restore brings the drawer back
 // under the same id with the same content (a chunked one too); a diary
-// entry comes back as a new entry; delete_drawers is capped.
+// entry comes back as a new entry, and one a delete never removed is not
+// written again; delete_drawers is capped.
 func TestRealDeleteKeptAndRestored(t *testing.T) {
 	u, srv := startReal(t)
 	g := newGWAt(t, deleters, u)
@@ -100,6 +101,16 @@ func TestRealDeleteKeptAndRestored(t *testing.T) {
 	es := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "pi"})["entries"].([]any)
 	if len(es) != 1 || es[0].(map[string]any)["content"] != "bisected the flaky test to the clock" || es[0].(map[string]any)["topic"] != "ci" {
 		t.Fatalf("the restored entry: %v", es)
+	}
+	// A delete the primary never made (unconfirmed): the restore finds
+	// the entry still there and writes no second copy.
+	g.keepUnmade(t, keptDrawer("delete_drawer", srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": rs[0].As}), ""), trash.StateUnconfirmed)
+	again, _ := g.restorer(t).Restore(context.Background(), []string{rs[0].As})
+	if len(again) != 1 || again[0].Err != nil || !again[0].Already || again[0].As != rs[0].As {
+		t.Fatalf("restore of an entry whose delete was never made: %d results (want 1 already there as %s)", len(again), rs[0].As)
+	}
+	if es := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "pi"})["entries"].([]any); len(es) != 1 {
+		t.Fatalf("%d entries after restoring a delete never made, want 1: %v", len(es), es)
 	}
 	// delete_drawers: capped for ops, not for the device with the grant.
 	var many []any

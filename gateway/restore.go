@@ -45,7 +45,8 @@ type Restored struct {
 	Delete trash.Delete // the delete that kept it (Drawers: all of them)
 	Drawer trash.Drawer
 	// As is the id it is on the primary under now; Already, that it was
-	// there before the restore (the id held the same content).
+	// there before the restore (the id held the same content; a diary
+	// entry's id was there: the delete was never made).
 	As      string
 	Already bool
 	// Kept, when the restore replaced other content the id held: the
@@ -283,7 +284,8 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 }
 
 // put files one drawer again, as its kind says, and never over other
-// content without keeping that in the trash first (over). An update's
+// content without keeping that in the trash first (over). A diary entry
+// still on the primary under its id is not written (Already). An update's
 // replaced version goes back in place; when the drawer is gone (deleted
 // since), it is filed again in its wing and room, as a deleted drawer is.
 func (r Restorer) put(ctx context.Context, res *Restored) error {
@@ -298,6 +300,16 @@ func (r Restorer) put(ctx context.Context, res *Restored) error {
 			return r.over(ctx, res, d.ID, now)
 		}
 	case trash.KindDiary:
+		// A delete the primary never made (kept pending or unconfirmed)
+		// left the entry there: writing it would make a second copy.
+		now, err := r.now(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if now != nil {
+			res.As, res.Already = d.ID, true
+			return nil
+		}
 		args := map[string]any{"agent_name": d.Meta("agent"), "entry": d.Content, "wing": d.Wing}
 		if topic := d.Meta("topic"); topic != "" {
 			args["topic"] = topic

@@ -41,7 +41,8 @@ a drawer filed over MCP comes back under the same id (its id derives from
 wing, room and content); a mined drawer, or one whose content changed after
 filing, comes back with the same content under the id wing, room and
 content give; a diary entry is written again as a new entry, dated the
-restore; an update_drawer's replaced version is put back in place, under
+restore (one still on the primary, its delete never made, is not); an
+update_drawer's replaced version is put back in place, under
 the same id, or, when the drawer has been deleted since, filed again in
 its wing and room (under the id its content gives). A restore never
 destroys what the primary holds: when the drawer's id holds other content
@@ -301,6 +302,8 @@ func restoredLine(x gateway.Restored) string {
 	switch {
 	case x.Err != nil:
 		return d.ID + ": not restored: " + x.Err.Error()
+	case x.Already && d.Kind == trash.KindDiary:
+		return d.ID + ": still on the primary: the delete did not happen; nothing written"
 	case x.Already:
 		return d.ID + ": already on the primary as " + x.As + ", with the same content (nothing re-filed)"
 	case d.Kind == trash.KindPrior && x.As == d.ID && x.Kept != 0:

@@ -13,6 +13,7 @@ import (
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/trash"
 	"github.com/joakimp/devbox-config/sqlitewal"
 	"github.com/joakimp/devbox-config/testbed"
 )
@@ -332,4 +333,13 @@ func servesLedger(t *testing.T, cfg string) gateway.OpLedger {
 	}
 	t.Cleanup(func() { l.Close() })
 	return gateway.OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+}
+
+// A diary entry a restore found still on the primary (its delete never
+// made) is said so, not as an entry written again.
+func TestRestoredLineOfADiaryEntryStillThere(t *testing.T) {
+	x := gateway.Restored{Drawer: trash.Drawer{ID: "diary_wing_pi_1", Kind: trash.KindDiary}, As: "diary_wing_pi_1", Already: true}
+	if got, want := restoredLine(x), "diary_wing_pi_1: still on the primary: the delete did not happen; nothing written"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }
