@@ -826,6 +826,9 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 	if err == nil && dec.Allow {
 		visible, err = s.objectBefore(ctx, d, t, req.Args)
 	}
+	if err == nil && dec.Allow && t.Name == "create_tunnel" {
+		dec, err = s.tunnelBefore(ctx, d, req.Args, dec)
+	}
 	if err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return dec, false

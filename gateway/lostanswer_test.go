@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -264,7 +265,11 @@ func TestRealWritesWhoseAnswerWasLostReadAsTheirWriters(t *testing.T) {
 }
 
 func lostTunnel(t *testing.T, url string) {
-	g := newCuttingGateway(t, url)
+	// mal is an admin here: only an admin rewrites another device's tunnel
+	// (TestCreateTunnelRewritesOnlyItsWritersTunnel).
+	devs := slices.Clone(lostDevices)
+	devs[1].Admin = true
+	g := newCuttingGatewayWith(t, url, devs)
 	ops, mal, mw := g.tokens["ops"], g.tokens["mal"], g.tokens["mw"]
 	for _, room := range []string{"r", "s"} {
 		if res, rpc, _ := g.call(ops, "add_drawer", map[string]any{"wing": "team_b", "room": room, "content": "room seed " + room}); rpc != nil || res["success"] != true {

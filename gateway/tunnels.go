@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/provenance"
+)
+
+// ruleTunnelWriter refuses a non-admin's create_tunnel of two rooms that
+// a tunnel of another device (or of unknown origin) already joins:
+// MemPalace keys a tunnel on its rooms, so the call would replace that
+// tunnel's label and drawer ids, and nothing keeps them (attack92 F1).
+const ruleTunnelWriter Rule = "tunnel:another device's"
+
+// tunnelBefore checks a create_tunnel its wings allow (dec): each drawer
+// id it names must be a drawer of its own end's wing, else it is refused
+// as not visible (attack92 F2: a tunnel would show another wing's drawer
+// as in this room); and only an admin rewrites a tunnel it did not write.
+// An unstamped tunnel (made around the gateway) that exists is another's.
+// errNoAnswer when the primary did not answer a look-up.
+func (s *Server) tunnelBefore(ctx context.Context, d *Device, args map[string]any, dec Decision) (Decision, error) {
+	for _, end := range []string{"source", "target"} {
+		if id := str(args[end+"_drawer_id"]); id != "" {
+			w, err := s.drawerWing(ctx, id)
+			if err != nil || w == "" || w != str(args[end+"_wing"]) {
+				return deny(ruleNotVisible, w), err
+			}
+		}
+	}
+	if d.Admin {
+		return dec, nil
+	}
+	id := catalogue.TunnelID(str(args["source_wing"]), str(args["source_room"]), str(args["target_wing"]), str(args["target_room"]))
+	st, stamped := s.prov.Lookup(provenance.Tunnel(id))
+	if stamped && st.Device == d.ID {
+		return dec, nil
+	}
+	if exists, err := s.tunnelExists(ctx, str(args["source_wing"]), id); err != nil || !exists {
+		return dec, err
+	}
+	writer := "of unknown origin (made around the gateway)"
+	if stamped {
+		writer = fmt.Sprintf("written by %s (%s)", st.Device, st.Label)
+	}
+	out := deny(ruleTunnelWriter, dec.Wing)
+	out.why = fmt.Sprintf("%s may not rewrite tunnel %s: it is %s, and create_tunnel of the same two rooms replaces its label and drawer ids, which nothing keeps; nothing was written: ask an admin device to rewrite it", d.ID, id, writer)
+	return out, nil
+}
+
+// tunnelExists asks the primary whether the tunnel id (one of whose ends
+// is in wing) exists; errNoAnswer when it did not answer a list.
+func (s *Server) tunnelExists(ctx context.Context, wing, id string) (bool, error) {
+	text := gjson.GetBytes(s.upstreamBytes(ctx, "mempalace_list_tunnels", map[string]any{"wing": wing}), "result.content.0.text")
+	if list := gjson.Parse(text.Str); text.Exists() && list.IsArray() {
+		return list.Get(`#(id=="` + id + `")`).Exists(), nil
+	}
+	return false, fmt.Errorf("%w list_tunnels", errNoAnswer)
+}
