@@ -135,6 +135,21 @@ type warmConn struct {
 	read  int64 // bytes read in the current exchange
 }
 
+// abort closes a connection whose request its caller cut (its context's
+// deadline or cancel) with a reset (SO_LINGER 0): the kernel discards the
+// bytes of the request not yet transmitted instead of sending them after
+// the cut, so the server gets a truncated request, which it does not
+// apply, rather than the whole of it seconds later, after the caller's
+// look-up found nothing and it sent the request again (a diary entry
+// filed twice over a slow link: attack91 F1). Bytes a buffering proxy
+// took already still reach the server whole (docs/replication.md).
+func (c *warmConn) abort() {
+	if tc, ok := c.raw.(*net.TCPConn); ok {
+		tc.SetLinger(0) // a failure leaves an ordinary close, as before
+	}
+	c.raw.Close() // under TLS too: no close_notify behind the unsent bytes; the caller's error is the one to report
+}
+
 func (c *warmConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.read += int64(n)
@@ -181,7 +196,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		c.Close() // the exchange's error is the one to report
+		if req.Context().Err() != nil {
+			c.abort() // cut by its caller: what has not left must not arrive later
+		} else {
+			c.Close() // the exchange's error is the one to report
+		}
 		if pooled && attempt == 0 && errors.Is(err, errNothingRead) && replayable(req) && req.Context().Err() == nil {
 			// Most likely the server closed the idle connection as the
 			// request went out and never took it. Once more, on a fresh
