@@ -2,6 +2,7 @@ package warmconn
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -135,6 +136,13 @@ type warmConn struct {
 	read  int64 // bytes read in the current exchange
 }
 
+// cut reports whether ctx's request was cut by its caller: ctx ended, or
+// its deadline (the connection's too) has passed.
+func cut(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
+}
+
 // abort closes a connection whose request its caller cut (its context's
 // deadline or cancel) with a reset (SO_LINGER 0): the kernel discards the
 // bytes of the request not yet transmitted instead of sending them after
@@ -196,7 +204,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		if req.Context().Err() != nil {
+		if cut(req.Context()) {
 			c.abort() // cut by its caller: what has not left must not arrive later
 		} else {
 			c.Close() // the exchange's error is the one to report
@@ -363,8 +371,8 @@ func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, er
 	c.read = 0
 	fail := func(err error) (*http.Response, error) {
 		stop()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if cut(ctx) {
+			return nil, cmp.Or(ctx.Err(), context.DeadlineExceeded) // the connection's deadline, ctx's, may fire first
 		}
 		if c.read == 0 && c.br.Buffered() == 0 {
 			return nil, fmt.Errorf("%w: %w", errNothingRead, err)
