@@ -3,6 +3,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // A diary entry sent over a slow link to a bare primary (no gateway, no
@@ -27,28 +28,49 @@ import (
 // (attack91 F1, reproduced against real MemPalace 3.11.0).
 func TestADiaryEntryCutOnASlowLinkIsFiledOnce(t *testing.T) {
 	t.Parallel()
-	// Bound to 127.0.0.2: a primary on 127.0.0.1 refuses the proxy's
-	// port in Host (anti DNS rebinding, as serve).
-	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	primary, srv := startPrimary(t)
+	// 99 KB at 67 KB/s: 1.5 s on the link, past the first send's bound
+	// (2 x 250 ms) by more than the backoff before its look-up (at most
+	// 500 ms).
+	cutOnASlowLink(t, srv.URL(), 60*time.Millisecond, 250*time.Millisecond, nil, func(text string) int { return diaryCopies(primary, text) })
+}
+
+// TestRealADiaryEntryCutOnASlowLinkIsFiledOnce is the same against real
+// MemPalace 3.11.0's serve, at 27 KB/s (3.7 s) and bounds of 2 s, 4 s...
+func TestRealADiaryEntryCutOnASlowLinkIsFiledOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real MemPalace")
 	}
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-	if err := srv.Start("127.0.0.2:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	link := slowLink(t, srv.URL(), 4<<10, 20*time.Millisecond) // 200 KB/s uplink
-	// 280 KB: 1.4 s on the link, past the first send's bound (2 x 250 ms)
-	// by more than the backoff before its look-up (at most 500 ms), and
-	// small enough for the edge's socket buffer to take it whole.
-	text := strings.Repeat("slow uplink line ", 16500)
-	h := start(t, harnessOpts{primaryURL: link, timeout: 250 * time.Millisecond})
+	srv := realpalace.New(t).Serve(t, testToken)
+	cutOnASlowLink(t, srv.URL, 150*time.Millisecond, time.Second, realpalace.New(t), func(string) int {
+		page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "wing_opencode", "limit": 100})
+		ds, _ := page["drawers"].([]any)
+		return len(ds)
+	})
+}
+
+// cutOnASlowLink writes a 99 KB diary entry (serve takes up to 100,000
+// characters; small enough for the edge's socket buffer to take whole)
+// through a slowLink of 4 KB
+// every per to target, with the call timeout given (a send's first bound
+// twice that), and wants it on the primary once (copies counts it), with
+// no "primary unreachable" logged.
+func cutOnASlowLink(t *testing.T, target string, per, timeout time.Duration, local *realpalace.Palace, copies func(text string) int) {
+	t.Helper()
+	link := slowLink(t, target, 4<<10, per)
+	text := strings.Repeat("slow uplink line ", 5800)
+	h := start(t, harnessOpts{primaryURL: link, timeout: timeout, realLocal: local})
 	if w, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": text}); w["success"] != true {
 		t.Fatalf("diary_write: %v", w)
 	}
-	h.drained() // the send that lands takes 1.4 s: what a cut send let go (at most 0.9 s of it) is in by then
-	if n := diaryCopies(primary, text); n != 1 {
+	waitFor(t, 60*time.Second, "the outbox drained", func() bool {
+		n, _, err := h.edge.outbox.Pending(context.Background())
+		return err == nil && n == 0
+	})
+	// A send cut after one that landed (whose look-up then found it) may
+	// still be on the link: the rest of it is in within the link's time.
+	time.Sleep(time.Duration(len(text)/(4<<10)+1) * per)
+	if n := copies(text); n != 1 {
 		t.Fatalf("the primary holds the diary entry %d times, want once", n)
 	}
 	// The primary was reachable throughout: a send cut by its own bound
@@ -97,9 +119,12 @@ func slowLink(t *testing.T, target string, chunk int, per time.Duration) string 
 }
 
 // relaySlowly relays one connection: upstream at chunk per per, back as
-// it comes. It returns when both directions have ended, or ctx has.
+// it comes. Host is rewritten to name to: a primary on loopback refuses
+// another port in it (anti DNS rebinding, as serve). It returns when both
+// directions have ended, or ctx has.
 func relaySlowly(ctx context.Context, c *net.TCPConn, to string, chunk int, per time.Duration) {
 	defer c.Close() // the relay is over
+	from, into := []byte("\r\nHost: "+c.LocalAddr().String()+"\r\n"), []byte("\r\nHost: "+to+"\r\n")
 	up, err := net.DialTimeout("tcp", to, 5*time.Second)
 	if err != nil {
 		return
@@ -116,7 +141,7 @@ func relaySlowly(ctx context.Context, c *net.TCPConn, to string, chunk int, per 
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
-			if _, werr := upc.Write(buf[:n]); werr != nil {
+			if _, werr := upc.Write(bytes.Replace(buf[:n], from, into, 1)); werr != nil {
 				break
 			}
 		}
