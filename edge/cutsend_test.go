@@ -73,11 +73,6 @@ func cutOnASlowLink(t *testing.T, target string, per, timeout time.Duration, loc
 	if n := copies(text); n != 1 {
 		t.Fatalf("the primary holds the diary entry %d times, want once", n)
 	}
-	// The primary was reachable throughout: a send cut by its own bound
-	// says nothing of it (attack91 F4).
-	if logs := h.logs.String(); strings.Contains(logs, "primary unreachable") || strings.Contains(logs, "reachable again") {
-		t.Errorf("a send cut at its bound logged the primary unreachable:\n%s", logs)
-	}
 }
 
 // slowLink is a TCP proxy to target's host standing in for a slow

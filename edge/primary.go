@@ -525,21 +525,6 @@ func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bo
 // CallLong is Call bounded by ctx's own deadline instead of the call
 // timeout (event_wait long-polls for up to five minutes).
 func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
-	return p.callBounded(ctx, params, retry, false)
-}
-
-// Send is CallLong for an outbox op's own write, bounded by its send
-// bound: running out of it says the write is slower than its bound (a
-// checkpoint over a slow uplink), not that the primary is down, so it
-// neither opens the breaker nor logs the primary unreachable (attack91
-// F4). The look-ups before its resend, on the call timeout, still do if
-// the primary is hung.
-func (p *Primary) Send(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	return p.callBounded(ctx, params, false, true)
-}
-
-// callBounded is CallLong; own: ctx's deadline is the caller's bound (Send).
-func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, retry, own bool) (*mcp.CallToolResult, error) {
 	if !p.Up() {
 		return nil, p.downErr()
 	}
@@ -561,9 +546,6 @@ func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, r
 			if retry && attempt == 0 {
 				continue
 			}
-		}
-		if own && timedOut(err) && !errors.Is(err, outbox.ErrNotSent) {
-			return nil, noAnswerError{err} // its own bound ran out after it left: the primary is not down for it
 		}
 		return nil, p.fail(ctx, err)
 	}
