@@ -53,8 +53,7 @@ func TestRealADiaryEntryCutOnASlowLinkIsFiledOnce(t *testing.T) {
 // characters; small enough for the edge's socket buffer to take whole)
 // through a slowLink of 4 KB
 // every per to target, with the call timeout given (a send's first bound
-// twice that), and wants it on the primary once (copies counts it), with
-// no "primary unreachable" logged.
+// twice that), and wants it on the primary once (copies counts it).
 func cutOnASlowLink(t *testing.T, target string, per, timeout time.Duration, local *realpalace.Palace, copies func(text string) int) {
 	t.Helper()
 	link := slowLink(t, target, 4<<10, per)
