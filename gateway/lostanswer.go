@@ -200,24 +200,32 @@ func (s *Server) rewriteLookUp(ctx context.Context, t catalogue.Tool, args map[s
 		}
 		return map[string]any{"success": true, "drawer_id": id, "wing": got["wing"], "room": got["room"], "recovered": recovered}, true
 	}
+	tun, _ := s.tunnelOf(ctx, str(args["source_wing"]), id)
+	switch {
+	case tun == nil:
+		return nil, false
+	case tun["label"] != str(args["label"]):
+		return nil, true
+	}
+	return tun, true
+}
+
+// tunnelOf is tunnel id, one of whose ends is in wing, as the upstream
+// lists it (nil: not listed); listed false when no list came back.
+func (s *Server) tunnelOf(ctx context.Context, wing, id string) (tun map[string]any, listed bool) {
 	var tunnels []any
-	switch got := s.upstreamAny(ctx, "mempalace_list_tunnels", map[string]any{"wing": catalogue.SanitizedName(str(args["source_wing"]))}).(type) {
+	switch got := s.upstreamAny(ctx, "mempalace_list_tunnels", map[string]any{"wing": catalogue.SanitizedName(wing)}).(type) {
 	case []any:
-		tunnels = got
+		tunnels, listed = got, true
 	case map[string]any:
-		tunnels, _ = got["tunnels"].([]any)
+		tunnels, listed = got["tunnels"].([]any)
 	}
 	for _, x := range tunnels {
-		tun, _ := x.(map[string]any)
-		if str(tun["id"]) != id {
-			continue
+		if t, _ := x.(map[string]any); str(t["id"]) == id {
+			return t, true
 		}
-		if tun["label"] != str(args["label"]) {
-			return nil, true
-		}
-		return tun, true
 	}
-	return nil, false
+	return nil, listed
 }
 
 // recovered tells a writer its write's answer is the gateway's.

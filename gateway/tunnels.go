@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 )
@@ -39,8 +37,12 @@ func (s *Server) tunnelBefore(ctx context.Context, d *Device, args map[string]an
 	if stamped && st.Device == d.ID {
 		return dec, nil
 	}
-	if exists, err := s.tunnelExists(ctx, str(args["source_wing"]), id); err != nil || !exists {
-		return dec, err
+	tun, listed := s.tunnelOf(ctx, str(args["source_wing"]), id)
+	if !listed {
+		return dec, fmt.Errorf("%w list_tunnels", errNoAnswer)
+	}
+	if tun == nil {
+		return dec, nil
 	}
 	writer := "of unknown origin (made around the gateway)"
 	if stamped {
@@ -49,14 +51,4 @@ func (s *Server) tunnelBefore(ctx context.Context, d *Device, args map[string]an
 	out := deny(ruleTunnelWriter, dec.Wing)
 	out.why = fmt.Sprintf("%s may not rewrite tunnel %s: it is %s, and create_tunnel of the same two rooms replaces its label and drawer ids, which nothing keeps; nothing was written: ask an admin device to rewrite it", d.ID, id, writer)
 	return out, nil
-}
-
-// tunnelExists asks the primary whether the tunnel id (one of whose ends
-// is in wing) exists; errNoAnswer when it did not answer a list.
-func (s *Server) tunnelExists(ctx context.Context, wing, id string) (bool, error) {
-	text := gjson.GetBytes(s.upstreamBytes(ctx, "mempalace_list_tunnels", map[string]any{"wing": wing}), "result.content.0.text")
-	if list := gjson.Parse(text.Str); text.Exists() && list.IsArray() {
-		return list.Get(`#(id=="` + id + `")`).Exists(), nil
-	}
-	return false, fmt.Errorf("%w list_tunnels", errNoAnswer)
 }
