@@ -127,6 +127,13 @@ type Report struct {
 	Verified       int        `json:"verified"`
 	Mismatches     []Mismatch `json:"mismatches"`
 	Failed         []Failure  `json:"failed"`
+	// NotTried: the records the run left queued without trying them, for
+	// the reason that ended it (the primary unreachable, or refusing the
+	// token; the run stopped), with those waiting only behind such a
+	// record; Failed counts them in words, one line for the reason. A
+	// record behind a refused or in-doubt op is not among them: Failed
+	// names it and the op.
+	NotTried int `json:"not_tried"`
 
 	Target string `json:"target"`
 	DryRun bool   `json:"dry_run,omitempty"`

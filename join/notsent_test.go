@@ -1,6 +1,8 @@
 package join
 
 import (
+	"fmt"
+	"github.com/joakimp/devbox-config/gateway"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func TestJoinNamesWhyARecordIsNotSent(t *testing.T) {
 			var said []string
 			for _, f := range rep.Failed {
 				if f.Kind != "primary" {
-					said = append(said, f.Error)
+					said = append(said, f.Record+": "+f.Error) // as the FAILED line reads
 				}
 			}
 			all := strings.Join(said, "\n")
@@ -38,5 +40,37 @@ func TestJoinNamesWhyARecordIsNotSent(t *testing.T) {
 				t.Fatalf("want every unsent record to say %q, none %q:\n%s", c.want, c.not, all)
 			}
 		})
+	}
+}
+
+// A diary entry queued behind one the primary refused names the op it
+// waits for and what they share, the wing: distinct entries are not "the
+// same record" (attack91 F3).
+func TestADiaryEntryBehindARefusedOneNamesItsWing(t *testing.T) {
+	t.Parallel()
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write"}})
+	p := newPalace(t)
+	for i := range 3 {
+		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": fmt.Sprintf("entry %d", i)})
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{})
+	var refused string
+	behind := 0
+	for _, f := range rep.Failed {
+		switch {
+		case strings.Contains(f.Error, "the primary refused it"):
+			_, refused, _ = strings.Cut(f.Error, "(op ")
+			refused, _, _ = strings.Cut(refused, " ")
+		case strings.Contains(f.Error, "it waits for op "+refused+" in the same diary wing") && refused != "":
+			behind++
+		default:
+			t.Errorf("%s %s: %s", f.Kind, f.Record, f.Error)
+		}
+	}
+	if behind != 2 || rep.NotTried != 0 {
+		t.Fatalf("want the 2 entries behind the refused one (op %q) to name it and their wing, and none counted not tried for the run's reason (%d): %+v", refused, rep.NotTried, rep.Failed)
 	}
 }

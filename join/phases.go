@@ -741,7 +741,7 @@ func (j *joining) settle(ctx context.Context) {
 			// Dropped by an operator, or waiting for one: in rep.Failed
 			// (stuck) with the command that shows it.
 		default:
-			left = append(left, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: j.notSent(ctx, op)})
+			left = append(left, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: j.notSent(ctx, op, pl.rec.Kind)})
 		}
 	}
 	j.rep.Failed = append(j.rep.Failed, j.notTried(left)...)
@@ -791,8 +791,8 @@ func (j *joining) restoredEntries(ctx context.Context, gone []planned) {
 }
 
 // notSent says why an op the drain left is not on the primary yet, and
-// what the next join does about it.
-func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
+// what the next join does about it. kind is its record's.
+func (j *joining) notSent(ctx context.Context, op outbox.Op, kind string) string {
 	const again = "; run devbox-config join again to resume"
 	switch {
 	case op.MaybeApplied || failedAs(op) == outbox.Lost:
@@ -802,14 +802,40 @@ func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
 	case len(op.Error) != 0:
 		return "not sent yet (" + op.State.String() + "): " + errText(op.Error) + again
 	}
-	if b, waits, err := j.store.Blocker(context.WithoutCancel(ctx), op); err == nil && waits {
-		return notTriedWords + waitsWords + b.Short() + " on the same record" + again
+	if b, ok := j.heldBy(context.WithoutCancel(ctx), op); ok {
+		return notTriedWords + waitsWords + b.Short() + sameKey(kind) + again
 	}
 	why := "the join was stopped"
 	if j.primary != nil && j.primary.State() != "up" {
 		why = "the primary was unreachable" // the primary's own line says why
 	}
 	return notTriedWords + why + again
+}
+
+// heldBy is the op that holds op back for good (refused, in doubt,
+// held), following the ops before it on a shared causal key to the first;
+// false when none does: the first is only queued, not tried for the run's
+// own reason (the primary unreachable, the run stopped), as op is, and
+// counted with it (attack91 F3: a line each for 499 diary entries behind
+// one not tried).
+func (j *joining) heldBy(ctx context.Context, op outbox.Op) (outbox.Op, bool) {
+	b, waits, err := j.store.Blocker(ctx, op)
+	for err == nil && waits && (b.State == outbox.Queued || b.State == outbox.Inflight) {
+		b, waits, err = j.store.Blocker(ctx, b) // an earlier op each time: it ends
+	}
+	return b, err == nil && waits // a failed look-up: the run's reason, as before a blocker was looked up
+}
+
+// sameKey is what a record of kind shares with the op it waits for
+// (catalogue.CausalKeys): distinct diary entries share their wing.
+func sameKey(kind string) string {
+	switch kind {
+	case Diaries:
+		return " in the same diary wing (its entries are sent in order)"
+	case Facts:
+		return " on the same fact (subject and predicate)"
+	}
+	return " on the same drawer or source file"
 }
 
 // notTriedWords begin the failure of a record a run did not try;
@@ -824,12 +850,14 @@ const (
 // the command that lists them, where a line each (55 of the same words)
 // buried the one saying why the run stopped (attack89 F2). A reason one
 // record alone has, or waiting for another op (naming it), keeps its
-// record's failure.
+// record's failure. It counts them all in rep.NotTried, the number --json
+// gives beside the words (attack91 F3).
 func (j *joining) notTried(failed []Failure) []Failure {
 	n := map[string]int{}
 	for _, f := range failed {
 		if strings.HasPrefix(f.Error, notTriedWords) && !strings.HasPrefix(f.Error, notTriedWords+waitsWords) {
 			n[f.Error]++
+			j.rep.NotTried++
 		}
 	}
 	out := make([]Failure, 0, len(failed))
