@@ -689,7 +689,7 @@ func TestProposedPending(t *testing.T) {
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	must(t, os.Chtimes(cfg+".proposed", old, old))
-	fs := CheckProposedPending(b.opts.withDefaults())
+	fs := CheckProposedPending(b.opts.withDefaults(), PlanRender(b.opts.withDefaults()))
 	only(t, fs, "warn:proposed-pending")
 	// The entry is the user's own (render never wrote it): not called an
 	// edit of render's (attack40 L1).
@@ -704,13 +704,13 @@ func TestProposedPending(t *testing.T) {
 
 	delete(b.env, "MEMPALACE_REMOTE_URL")
 	delete(b.env, "MEMPALACE_REMOTE_TOKEN")
-	fs = CheckProposedPending(b.opts.withDefaults())
+	fs = CheckProposedPending(b.opts.withDefaults(), PlanRender(b.opts.withDefaults()))
 	only(t, fs, "info:proposed-pending")
 	if !strings.Contains(fs[0].Fix, "rm "+cfg+".proposed") || strings.Contains(fs[0].Fix, "--reclaim") {
 		t.Fatalf("a stale proposal's fix is to delete it: %s", fs[0].Fix)
 	}
 	os.Remove(cfg + ".proposed")
-	only(t, CheckProposedPending(b.opts.withDefaults()))
+	only(t, CheckProposedPending(b.opts.withDefaults(), PlanRender(b.opts.withDefaults())))
 }
 
 func TestPrimaryUnreachable(t *testing.T) {

@@ -492,7 +492,8 @@ func lineOf(path, tok string) int {
 // .proposed render would not write now (render's dry run proposes nothing
 // there: opted out again, so the user's own entry is theirs and nothing
 // is pending) is a note saying to delete it, not a warning to merge it.
-func CheckProposedPending(opts Options) []Finding {
+// plan is render's dry run.
+func CheckProposedPending(opts Options, plan RenderPlan) []Finding {
 	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
 	var out []Finding
 	var proposesNow func(prop string) []string // the targets render would write prop for now
@@ -514,7 +515,7 @@ func CheckProposedPending(opts Options) []Finding {
 				continue // a .proposed without its config is render's to clean up
 			}
 			if proposesNow == nil {
-				proposesNow = renderProposes(opts)
+				proposesNow = renderProposes(plan)
 			}
 			age := opts.Now().Sub(pi.ModTime()).Round(time.Minute)
 			targets := proposesNow(prop)
@@ -537,17 +538,16 @@ func CheckProposedPending(opts Options) []Finding {
 }
 
 // renderProposes says for which targets render, run now in this
-// environment, would keep or write a .proposed (its dry run: nothing is
-// written): the ones its fix names (attack88 F1: a bare --reclaim took
+// environment, would keep or write a .proposed (plan, its dry run: nothing
+// is written): the ones its fix names (attack88 F1: a bare --reclaim took
 // over other harnesses' entries too). When the run fails, or cannot read
 // a target's file, its .proposed stays a warning.
-func renderProposes(opts Options) func(prop string) []string {
-	results, _, err := render.Run(render.Options{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Env: opts.Env, LookPath: opts.LookPath}, true)
-	if err != nil { // a usage error only, and no target is named
+func renderProposes(plan RenderPlan) func(prop string) []string {
+	if plan.err != nil { // a usage error only, and no target is named
 		return func(string) []string { return []string{"NAME"} }
 	}
 	proposed := map[string][]string{}
-	for _, r := range results {
+	for _, r := range plan.results {
 		switch {
 		case r.ProposedFile != "":
 			proposed[r.ProposedFile] = append(proposed[r.ProposedFile], r.Target)

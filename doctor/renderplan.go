@@ -17,17 +17,16 @@ import (
 // (proposed-pending's, once one does). It is render's own decision, its
 // dry run, so doctor exits 0 only when render would set every harness it
 // manages (attack88 F5).
-func CheckRenderRefuses(opts Options) []Finding {
-	res, global, err := render.Run(render.Options{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Env: opts.Env, LookPath: opts.LookPath}, true)
-	if err != nil {
+func CheckRenderRefuses(opts Options, plan RenderPlan) []Finding {
+	if plan.err != nil {
 		return nil // a usage error only, and no target is named
 	}
 	var out []Finding
-	for _, r := range res {
+	for _, r := range plan.results {
 		f := Finding{ID: IDRenderRefuses, Severity: Warn, Section: "§4.1"}
 		switch what, fix := r.KeptWhy(); {
 		case r.Action == render.ActionSkipped:
-			msg, fix := refusalOf(r, global)
+			msg, fix := refusalOf(r, plan.global)
 			f.Message, f.Fix = opts.mask(msg), opts.mask(fix)
 		case r.Action == "kept-user-edit" && r.Mode != string(ladder.Solitary) && !exists(r.ProposedFile):
 			f.Message = fmt.Sprintf("%s (%s): %s; render would put the environment's entry in %s, and %s keeps using yours until you merge it", opts.mask(r.File), r.Target, what, opts.mask(r.ProposedFile), r.Target)
@@ -38,6 +37,21 @@ func CheckRenderRefuses(opts Options) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// RenderPlan is render's dry run in this environment (nothing written):
+// what render-refuses and proposed-pending read, run once a doctor run
+// (review28 S1: twice, once for each).
+type RenderPlan struct {
+	results []render.Result
+	global  []ladder.Warning
+	err     error
+}
+
+// PlanRender runs render's dry run as render would, given opts.
+func PlanRender(opts Options) RenderPlan {
+	res, global, err := render.Run(render.Options{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Env: opts.Env, LookPath: opts.LookPath}, true)
+	return RenderPlan{res, global, err}
 }
 
 // refusalOf is render's warning for skipping r (the last of its own, not

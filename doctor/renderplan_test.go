@@ -28,7 +28,7 @@ func TestDoctorNamesTheConfigsRenderWouldLeaveAlone(t *testing.T) {
 	only(t, b.run(), "warn:render-refuses") // solitary: opencode only
 	b.env["MEMPALACE_REMOTE_URL"] = "https://p.example.org/mcp"
 	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-0123456789abcdef"
-	fs := CheckRenderRefuses(b.opts.withDefaults())
+	fs := CheckRenderRefuses(b.opts.withDefaults(), PlanRender(b.opts.withDefaults()))
 
 	res, _, err := render.Run(render.Options{Home: h, HomeFromFlag: true, Env: b.opts.Env, LookPath: b.opts.LookPath}, true)
 	must(t, err)

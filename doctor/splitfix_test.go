@@ -112,7 +112,7 @@ func TestFixCommandsWithPathsPasteUnderAHomeWithSpaces(t *testing.T) {
 		}
 		delete(b.env, "MEMPALACE_REMOTE_URL") // opted out again: the proposal is stale
 		delete(b.env, "MEMPALACE_REMOTE_TOKEN")
-		got := CheckProposedPending(b.opts.withDefaults())
+		got := CheckProposedPending(b.opts.withDefaults(), PlanRender(b.opts.withDefaults()))
 		only(t, got, "info:proposed-pending")
 		paste(t, got[0].Fix, "`(rm [^`]*)`", t.TempDir())
 		if _, err := os.Stat(cfg + ".proposed"); !errors.Is(err, fs.ErrNotExist) {
