@@ -125,12 +125,18 @@ func addColumns(ctx context.Context, tx *sql.Tx) error {
 // that edge last heard the gateway name its token (MetaDeviceSeen), where
 // it kept one: only the gateway's word counts, never .env's
 // MEMPALACE_ORIGIN_DEVICE, which need not be the token's id (a uuid; doctor
-// only warns). An op of an edge that kept none records none: it is sent
-// as the device the gateway names the token, unless the gateway lists the
-// device it was stamped with as removed (otherDevice: a removed device's
-// writes in a devbox upgraded and given another device's token, attack83 F6).
+// only warns). An op of an edge that kept none records unrecorded (read
+// back as none, Op.premigration): it is sent as the device the gateway
+// names the token, unless the gateway lists the device it was stamped
+// with as removed (otherDevice: a removed device's writes in a devbox
+// upgraded and given another device's token, attack83 F6).
 const queuedAsSeen = `UPDATE ops SET token_device=COALESCE((SELECT CAST(json_extract(value,'$.id') AS TEXT) FROM meta
-	WHERE key='device_seen' AND json_valid(value)), '') WHERE token_device=''`
+	WHERE key='device_seen' AND json_valid(value)), '` + unrecorded + `') WHERE token_device=''`
+
+// unrecorded is the token_device of an op queuedAsSeen found no device
+// for: no device id (the gateway's start with a letter or digit), and
+// never sent to the gateway (scanOp reads it as none).
+const unrecorded = "?premigration"
 
 // incrementalVacuum turns on incremental vacuum in a file made before it,
 // rewriting the file once.

@@ -66,6 +66,9 @@ func TestAnOlderOutboxsOpsAreHeldAsTheDeviceThatQueuedThem(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
+	if st, err := s.Stats(ctx); err != nil || len(st.QueuedAs) != 0 {
+		t.Errorf("before a flush, the ops count as queued as %v (%v), want none: no device was heard", st.QueuedAs, err)
+	}
 	g := &gatewayNaming{dev: "devG", removed: []string{"DEVF"}} // ids as the gateway spells them: case aside, one device (review28 D3)
 	if _, err := (&outbox.Flusher{S: s, P: g}).Drain(ctx); err != nil {
 		t.Fatal(err)
@@ -130,5 +133,31 @@ func TestAnOlderOutboxsOpsStampedWithAnotherEnvIDAreSent(t *testing.T) {
 				t.Errorf("sent %q; %d held (%v), want the 3 queued ops sent", g.sent, len(dead), err)
 			}
 		})
+	}
+}
+
+// Reviewer 28 O1: the removed-device hold is for an outbox's ops from
+// before ops recorded the device they were queued as, not for every op
+// recording none. A devbox re-provisioned after its device "laptop" was
+// removed, with "laptop-2"'s token and an .env still naming laptop (doctor
+// only warns), queues writes before its edge first hears the gateway:
+// they are this token's, and are sent, not held as laptop's.
+func TestAWriteQueuedBeforeTheFirstAnswerUnderAStaleEnvDeviceIsSent(t *testing.T) {
+	t.Parallel()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "laptop", "lap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"written under laptop-2's token"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayNaming{dev: "laptop-2", removed: []string{"laptop"}}
+	if _, err := (&outbox.Flusher{S: s, P: g}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := s.List(ctx, 10, outbox.Dead); err != nil || len(dead) != 0 || len(g.sent) != 1 {
+		t.Errorf("sent %q; %d held (%v), want the write sent as laptop-2", g.sent, len(dead), err)
 	}
 }

@@ -87,9 +87,14 @@ type Op struct {
 	// the op was queued, as last heard for the token it is queued with
 	// (KeepDeviceSeen; "": no gateway answer heard under it yet, or none
 	// behind the primary). An op whose TokenDevice the gateway no longer
-	// names the token is held, and so is one recording none whose
-	// OriginDevice the gateway lists as removed (otherdevice.go).
+	// names the token is held, and so is one from before ops recorded it
+	// (premigration) whose OriginDevice the gateway lists as removed
+	// (otherdevice.go).
 	TokenDevice string `json:"token_device,omitempty"`
+	// premigration: the op was queued by an edge before ops recorded
+	// TokenDevice, and the migration found no device heard to record
+	// (queuedAsSeen; token_device is unrecorded in the file).
+	premigration bool
 	// unnamed are the diary entry ids an attempt's payload names whose
 	// copy on the primary is not known (primaryIDs): a delete the primary
 	// answers "Drawer not found" may not have reached the entry.

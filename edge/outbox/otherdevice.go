@@ -84,13 +84,14 @@ type DeviceTarget interface {
 
 // otherDevice is the device the gateway names this token when op is not
 // to be sent as it ("": send it): the gateway named the token another
-// when op was queued, or, for an op queued before it named any (none
-// heard yet, or an outbox an older edge kept without recording it), the
-// device op was stamped with is one the gateway lists as removed (a
-// removed device's writes in a devbox given another device's token,
-// attack83 F6; ids compared as the gateway does, case aside, among
-// the latest 32 removals the header names). Otherwise what .env says (MEMPALACE_ORIGIN_DEVICE) plays
-// no part: only the gateway's word. A join's ops are never held:
+// when op was queued, or, for an op of an outbox an older edge kept
+// without recording it (Op.premigration), the device op was stamped with
+// is one the gateway lists as removed (a removed device's writes in a
+// devbox upgraded and given another device's token, attack83 F6; ids
+// compared as the gateway does, case aside, among the latest 32 removals
+// the header names). An op queued before this edge heard any is the
+// token's, sent, whatever .env says (review28 O1). Otherwise what .env
+// says (MEMPALACE_ORIGIN_DEVICE) plays no part: only the gateway's word. A join's ops are never held:
 // --origin-device may name another device on purpose (an admin joining
 // for it), and the gateway decides that.
 func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
@@ -101,7 +102,7 @@ func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 	dctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
 	defer cancel()
 	in := dt.Device(dctx)
-	if in.ID != "" && in.ID != queuedAs(op) && (op.TokenDevice != "" || slices.ContainsFunc(in.Removed, func(id string) bool { return strings.EqualFold(id, op.OriginDevice) })) {
+	if in.ID != "" && in.ID != queuedAs(op) && (op.TokenDevice != "" || op.premigration && slices.ContainsFunc(in.Removed, func(id string) bool { return strings.EqualFold(id, op.OriginDevice) })) {
 		return in.ID
 	}
 	return ""

@@ -61,6 +61,9 @@ func scanOp(row rowScanner) (Op, error) {
 		&next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied, &o.Resend, &o.TokenDevice); err != nil {
 		return Op{}, err
 	}
+	if o.TokenDevice == unrecorded {
+		o.TokenDevice, o.premigration = "", true
+	}
 	o.Payload = json.RawMessage(payload)
 	o.NextAttemptAt, o.CreatedAt = time.UnixMilli(next), time.UnixMilli(created)
 	if flushed.Valid {
@@ -952,7 +955,7 @@ func (s *Store) queuedAs(ctx context.Context, below int64) (map[string]int, erro
 		n      int
 	}
 	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.device, &c.n); return },
-		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device!='' AND local_seq<? GROUP BY token_device`, below)
+		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device NOT IN ('', ?) AND local_seq<? GROUP BY token_device`, unrecorded, below)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
