@@ -192,10 +192,12 @@ func (e *Edge) abandon(ctx context.Context, c *call, in *intent) {
 // resolveLeft resolves what an edge killed mid-write left in the outbox
 // (resolveIntents) and releases the held ops by the policy, if it parses:
 // at the edge's start, and from the flusher (outbox.Flusher.Adopt) when
-// another edge on this palace dies while this one runs.
+// another edge on this palace dies while this one runs. It releases once:
+// not through currentPolicy, which releases too when the policy has just
+// come to parse.
 func (e *Edge) resolveLeft(ctx context.Context) {
 	e.resolveIntents(ctx)
-	if pol, err := e.currentPolicy(ctx); err == nil {
+	if pol, err, _ := e.pw.current(); err == nil {
 		e.release(ctx, pol)
 	}
 }
