@@ -113,6 +113,10 @@ func (s *Store) Promote(ctx context.Context, o Op, held bool, entry string) (Op,
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	if !held {
+		// Others too, though the intent rang them: the flusher that ring
+		// woke may still hold the lease, and this process's would wait
+		// Lease/4 for it (2.5 s, about 1 write in 160 when the local
+		// palace answers in 1-2 ms, review28 S3).
 		s.ringAll()
 	}
 	return s.Get(ctx, o.LocalSeq)
