@@ -827,7 +827,7 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 		visible, err = s.objectBefore(ctx, d, t, req.Args)
 	}
 	if err == nil && dec.Allow && t.Name == "create_tunnel" {
-		dec, err = s.tunnelBefore(ctx, d, req.Args, dec)
+		dec, err = s.tunnelBefore(ctx, req.Args, dec)
 	}
 	if err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)

@@ -211,7 +211,10 @@ func (s *Server) rewriteLookUp(ctx context.Context, t catalogue.Tool, args map[s
 }
 
 // tunnelOf is tunnel id, one of whose ends is in wing, as the upstream
-// lists it (nil: not listed); listed false when no list came back.
+// lists it (nil: not listed); listed false when no list came back. An
+// answer naming MemPalace's error (a wing name it refuses) lists none:
+// it refuses a create_tunnel of that wing alike (review28b F6: the check
+// answered such a create_tunnel "busy, send it again" for good).
 func (s *Server) tunnelOf(ctx context.Context, wing, id string) (tun map[string]any, listed bool) {
 	var tunnels []any
 	switch got := s.upstreamAny(ctx, "mempalace_list_tunnels", map[string]any{"wing": catalogue.SanitizedName(wing)}).(type) {
@@ -219,6 +222,7 @@ func (s *Server) tunnelOf(ctx context.Context, wing, id string) (tun map[string]
 		tunnels, listed = got, true
 	case map[string]any:
 		tunnels, listed = got["tunnels"].([]any)
+		listed = listed || str(got["error"]) != ""
 	}
 	for _, x := range tunnels {
 		if t, _ := x.(map[string]any); str(t["id"]) == id {

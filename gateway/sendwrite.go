@@ -26,8 +26,9 @@ import (
 // first send made when nothing stamped it since (attack23 N2, N3, N5);
 // one whose first send was held (ledger.Held: the record was there
 // before it) made nothing, and is held again (attack24 M1-M3). A device
-// that is not admin ends only its own facts, checked here, under the
-// slot, so no other write changes the fact between check and send; a
+// that is not admin ends only its own facts and rewrites only its own
+// tunnels (othersTunnel), checked here, under the slot, so no other write
+// changes the fact or the tunnel between check and send; a
 // write refused here is not sent (req.unsent, which forward answers).
 func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
 	if status := unsentStale(ctx, req); status != 0 { // an update's or delete's base (keepStep)
@@ -42,6 +43,10 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		}
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, req.Args)
+	case "create_tunnel":
+		if req.unsent = s.othersTunnel(ctx, d, req.Args, str(req.Args["source_wing"])); req.unsent != nil {
+			return http.StatusServiceUnavailable, nil
+		}
 	case "update_drawer":
 		if _, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"]))); req.held && ledger.Resent(ctx) && !stamped {
 			req.held = false // this op's first send's text (that send was a rewrite), its answer lost
