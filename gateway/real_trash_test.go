@@ -238,3 +238,10 @@ func TestRealRestoreKeepsWhatThePrimaryHolds(t *testing.T) {
 	u, _ := startReal(t)
 	restoreKeepsWhatThePrimaryHolds(t, newGWAt(t, devices, u))
 }
+
+// TestADiaryRestoreComparesTheEntrysText against MemPalace 3.11.0 serve:
+// its update_drawer puts a diary entry's kept text back in place.
+func TestRealADiaryRestoreComparesTheEntrysText(t *testing.T) {
+	u, _ := startReal(t)
+	diaryRestoreCompares(t, newGWAt(t, devices, u))
+}

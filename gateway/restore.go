@@ -45,8 +45,8 @@ type Restored struct {
 	Delete trash.Delete // the delete that kept it (Drawers: all of them)
 	Drawer trash.Drawer
 	// As is the id it is on the primary under now; Already, that it was
-	// there before the restore (the id held the same content; a diary
-	// entry's id was there: the delete was never made).
+	// there before the restore (the id held the same content, wing and
+	// room: for a diary entry, the delete was never made).
 	As      string
 	Already bool
 	// Kept, when the restore replaced other content the id held: the
@@ -116,7 +116,7 @@ func (r Restorer) claimed(ctx context.Context, res *Restored) error {
 		err = r.put(ctx, res)
 	}
 	switch {
-	case err != nil && dr.Kind == trash.KindDiary:
+	case err != nil && dr.Kind == trash.KindDiary && !errors.Is(err, errDeleteInFlight):
 		return fmt.Errorf("%w; it stays taken: restore it again, which finds the entry if this restore wrote it, and writes it only if not", err)
 	case err != nil:
 		return errors.Join(err, r.Trash.Release(ctx, d.ID, dr.ID))
@@ -285,7 +285,8 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 
 // put files one drawer again, as its kind says, and never over other
 // content without keeping that in the trash first (over). A diary entry
-// still on the primary under its id is not written (Already). An update's
+// still on the primary under its id with its text is not written
+// (Already), nor while its delete may still be in flight. An update's
 // replaced version goes back in place; when the drawer is gone (deleted
 // since), it is filed again in its wing and room, as a deleted drawer is.
 func (r Restorer) put(ctx context.Context, res *Restored) error {
@@ -301,14 +302,17 @@ func (r Restorer) put(ctx context.Context, res *Restored) error {
 		}
 	case trash.KindDiary:
 		// A delete the primary never made (kept pending or unconfirmed)
-		// left the entry there: writing it would make a second copy.
+		// left the entry there: writing it would make a second copy. Its
+		// text changed since (an update_drawer) is put back in place (over);
+		// a delete still in flight may yet remove it (review28b F7).
 		now, err := r.now(ctx, d.ID)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		if now != nil {
-			res.As, res.Already = d.ID, true
-			return nil
+		case now != nil && r.inFlight(res.Delete):
+			return errDeleteInFlight
+		case now != nil:
+			return r.over(ctx, res, d.ID, now)
 		}
 		args := map[string]any{"agent_name": d.Meta("agent"), "entry": d.Content, "wing": d.Wing}
 		if topic := d.Meta("topic"); topic != "" {
@@ -343,6 +347,17 @@ func (r Restorer) put(ctx context.Context, res *Restored) error {
 		return fmt.Errorf("add_drawer found %s on the primary and get_drawer then did not: restore again", res.As)
 	}
 	return r.over(ctx, res, res.As, now)
+}
+
+// errDeleteInFlight refuses the restore of a diary entry still on the
+// primary whose delete may still be in flight: it would be recorded
+// restored, and then the delete would remove it.
+var errDeleteInFlight = errors.New("its delete is still in flight (pending) and the entry is still on the primary: nothing written; restore again once it is settled")
+
+// inFlight: d is pending and recent enough that a gateway may still be
+// sending it (a kept delete is settled within writeBound of being kept).
+func (r Restorer) inFlight(d trash.Delete) bool {
+	return d.State == trash.StatePending && r.Trash.Now().Sub(d.Time) < writeBound
 }
 
 // over puts the kept drawer under id, which holds now: nothing is done
