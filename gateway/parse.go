@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -90,16 +91,20 @@ type rpcRequest struct {
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and
-// message (and, for a body that is not JSON, HTTP 400 as upstream
-// answers; a JSON-RPC error in a 200 otherwise).
+// message (and, for a body that is not JSON or a notification it does
+// not take, HTTP 400; a JSON-RPC error in a 200 otherwise).
 type badRequest struct {
-	code int
-	msg  string
-	sent string // what the device sent that msg ends with, shown cut (Audit.cut)
+	code   int
+	msg    string
+	sent   string // what the device sent that msg ends with, shown cut (Audit.cut)
+	status int    // the HTTP status, when not the code's
 }
 
 func (e *badRequest) httpStatus() int {
-	if e.code == -32700 {
+	switch {
+	case e.status != 0:
+		return e.status
+	case e.code == -32700:
 		return 400
 	}
 	return 200
@@ -122,6 +127,13 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 	r, bad := parseEnvelope(body)
 	if bad == nil && r.Method == "tools/call" {
 		bad = r.parseCall()
+	}
+	if bad == nil && r.Method == "tools/call" && !r.hasID {
+		// A notification, which JSON-RPC answers with nothing: made, its
+		// client would never learn what came of it (attack92 F3). MCP's
+		// HTTP transport answers one the server does not take with an
+		// HTTP error, whose body may be a JSON-RPC error with no id.
+		bad = &badRequest{code: -32600, msg: "Invalid Request: a tools/call without an id is a notification, which gets no answer; the gateway does not make it: give the call an id", status: http.StatusBadRequest}
 	}
 	if bad == nil && len(body) > MaxReadBody {
 		if t, _ := catalogue.Lookup(r.Tool); r.Method != "tools/call" || t.Reads {

@@ -167,3 +167,30 @@ func TestARefusalOfTheParamsAloneAnswersItsID(t *testing.T) {
 		t.Fatalf("the upstream ran %d refused add_drawer", n)
 	}
 }
+
+// attack92 F3: a tools/call without an id (a JSON-RPC notification,
+// which gets no answer) is not made: it is answered HTTP 400 with an
+// error, as MCP's HTTP transport answers a notification the server does
+// not take, never with a result, and audited, naming its tool. Before,
+// the drawer was filed and answered {"id": null, "result": ...}. With an
+// id, the same call is made.
+func TestAToolsCallWithoutAnIDIsNotMade(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk := [][2]string{{"Authorization", "Bearer " + g.tokens["desk-9b21"]}}
+	call := `"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","room":"r","content":"fire and forget"}}}`
+	before := len(g.auditLog())
+	status, body := g.send("POST", "/mcp", `{"jsonrpc":"2.0",`+call, desk)
+	if status != 400 || gjson.Get(body, "result").Exists() || gjson.Get(body, "error.code").Int() != -32600 || !strings.Contains(body, "give the call an id") {
+		t.Errorf("a tools/call without an id: %d %s, want 400 with an error", status, body)
+	}
+	if e := g.lastAudit(before, "without an id"); e.Decision != "error" || e.Tool != "mempalace_add_drawer" || !strings.Contains(string(e.Rule), "notification") {
+		t.Errorf("its audit line: %+v", e)
+	}
+	if n := g.up.toolCalls(t, "add_drawer"); n != 0 {
+		t.Fatalf("the upstream ran %d add_drawer of a notification", n)
+	}
+	if status, body := g.send("POST", "/mcp", `{"jsonrpc":"2.0","id":3,`+call, desk); status != 200 || !gjson.Get(body, "result").Exists() || g.up.toolCalls(t, "add_drawer") != 1 {
+		t.Errorf("the same call with an id: %d %s, want made", status, body)
+	}
+}
