@@ -310,6 +310,8 @@ func restoredLine(x gateway.Restored) string {
 		return d.ID + ": the replaced version is back in place, under the same id" + kept
 	case d.Kind == trash.KindPrior:
 		return fmt.Sprintf("%s: the drawer is no longer on the primary (deleted since): the replaced version is filed again in %s/%s as %s%s", d.ID, d.Wing, d.Room, x.As, kept)
+	case d.Kind == trash.KindDiary && x.As == d.ID:
+		return d.ID + ": still on the primary with other text (changed since the delete was kept): the kept text is back in place, under the same id" + kept
 	case d.Kind == trash.KindDiary:
 		return fmt.Sprintf("%s: written again as a new diary entry, %s, dated now (it was dated %s)", d.ID, x.As, d.Meta("filed_at"))
 	case x.As == d.ID:

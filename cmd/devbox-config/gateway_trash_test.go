@@ -343,3 +343,19 @@ func TestRestoredLineOfADiaryEntryStillThere(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// A diary entry a restore found on the primary with other text (updated
+// since its delete was kept) is put back in place: said so, not as a new
+// entry dated now under its own id.
+func TestRestoredLineOfADiaryEntryPutBackInPlace(t *testing.T) {
+	x := gateway.Restored{Drawer: trash.Drawer{ID: "diary_wing_pi_1", Kind: trash.KindDiary}, As: "diary_wing_pi_1", Kept: 7}
+	got := restoredLine(x)
+	for _, want := range []string{"back in place, under the same id", "delete 7"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got %q, want it to say %q", got, want)
+		}
+	}
+	if strings.Contains(got, "new diary entry") {
+		t.Errorf("got %q: an entry put back in place is not a new one", got)
+	}
+}
