@@ -90,11 +90,13 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 	if meta := callMeta(ctx, tool); len(meta) > 0 {
 		params.Meta = meta
 	}
-	call := a.p.Call // a look-up: the call timeout
-	if _, bounded := ctx.Deadline(); bounded && outbox.OpIDFrom(ctx) != "" {
-		call = a.p.CallLong // the op's own write: the flusher's bound, which grows with its attempts
+	call := func(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+		return a.p.Call(ctx, params, false) // a look-up: the call timeout
 	}
-	res, err := call(ctx, params, false)
+	if _, bounded := ctx.Deadline(); bounded && outbox.OpIDFrom(ctx) != "" {
+		call = a.p.Send // the op's own write: the flusher's bound, which grows with the sends that timed out
+	}
+	res, err := call(ctx, params)
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}

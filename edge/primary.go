@@ -525,6 +525,25 @@ func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bo
 // CallLong is Call bounded by ctx's own deadline instead of the call
 // timeout (event_wait long-polls for up to five minutes).
 func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	return p.callBounded(ctx, params, retry, false)
+}
+
+// Send is CallLong for an outbox op's own write, bounded by its send
+// bound. Running out of it on a live connection (the request left, or
+// was still being written: a checkpoint over a slow uplink) says the
+// write is slower than its bound, not that the primary is down, as long
+// as the primary still answers a ping within the call timeout (stillUp):
+// then the breaker stays closed and nothing logs the primary unreachable
+// (attack91 F4). A primary that does not answer it (hung after taking
+// the connection) opens the breaker, as any call that times out does
+// (review28b F1).
+func (p *Primary) Send(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return p.callBounded(ctx, params, false, true)
+}
+
+// callBounded is CallLong; own: ctx's deadline is an outbox send's bound
+// (Send).
+func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, retry, own bool) (*mcp.CallToolResult, error) {
 	if !p.Up() {
 		return nil, p.downErr()
 	}
@@ -547,8 +566,30 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 				continue
 			}
 		}
+		if own && timedOut(err) && (!errors.Is(err, outbox.ErrNotSent) || errors.Is(err, errCutWriting)) && p.stillUp(ctx, params.Name) {
+			if errors.Is(err, outbox.ErrNotSent) {
+				return nil, err // cut while still being written: not sent
+			}
+			return nil, noAnswerError{err} // it left: it may have landed
+		}
 		return nil, p.fail(ctx, err)
 	}
+}
+
+// stillUp reports whether the primary answers a ping within the call
+// timeout after a write (tool) ran out of its own bound on a live
+// connection; it logs the slow write if so.
+func (p *Primary) stillUp(ctx context.Context, tool string) bool {
+	pctx, cancel := context.WithTimeout(p.ctx, p.o.Timeout)
+	defer cancel()
+	if p.handshake(withWhySlot(pctx)) != nil {
+		return false
+	}
+	if !p.o.Quiet {
+		p.log.Info("a write ran past its send bound while the primary still answers: a slow link or primary, not an outage; the next send has twice the time",
+			"tool", tool, "op", outbox.OpIDFrom(ctx))
+	}
+	return true
 }
 
 // callOn runs one call on session s: as a plain POST where the session

@@ -42,7 +42,11 @@ func postable(s *mcp.ClientSession) bool {
 func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte) (json.RawMessage, error) {
 	id := relayPrefix + strconv.FormatUint(p.next.Add(1), 10)
 	var wrote atomic.Bool // the request left whole: the primary may have applied it
-	trace := &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}
+	var live atomic.Bool  // it was being written on a connection
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { live.Store(true) },
+		WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) },
+	}
 	givenUp := func() {
 		if why := ctx.Err(); why != nil {
 			p.goOwned(func() { p.cancelOnPrimary(s, id, why) })
@@ -51,7 +55,10 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	resp, err := p.send(httptrace.WithClientTrace(ctx, trace), s, wire.Request(id, "tools/call", params))
 	if err != nil {
 		givenUp()
-		if !wrote.Load() {
+		switch {
+		case !wrote.Load() && live.Load() && timedOut(err):
+			return nil, fmt.Errorf("tools/call: %w: %w: %w", outbox.ErrNotSent, errCutWriting, err)
+		case !wrote.Load():
 			return nil, fmt.Errorf("tools/call: %w: %w", outbox.ErrNotSent, err)
 		}
 		return nil, fmt.Errorf("tools/call: %w", err)
@@ -93,6 +100,11 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	}
 	return result, nil
 }
+
+// errCutWriting: a call's deadline passed while its request was still
+// being written on a live connection (a body of megabytes on a slow
+// link): not sent (its connection is reset), but the primary was reached.
+var errCutWriting = errors.New("its time ran out while the request was still being written")
 
 func (p *Primary) send(ctx context.Context, s *mcp.ClientSession, msg []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(msg))

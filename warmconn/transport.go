@@ -200,6 +200,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 		}
+		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.GotConn != nil {
+			trace.GotConn(httptrace.GotConnInfo{Conn: c.Conn, Reused: pooled})
+		}
 		resp, err := t.exchange(c, req)
 		if err == nil {
 			return resp, nil

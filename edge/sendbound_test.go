@@ -1,0 +1,167 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// A write whose send bound runs out while its body is still being written
+// (a checkpoint of megabytes over a slow uplink, bigger than the socket
+// buffers) is not sent, but the primary was reached on a live connection
+// and still answers: the breaker stays closed and nothing logs the
+// primary unreachable (review28b F2, attack91 F4). Before, the cut send
+// opened the breaker and logged "primary unreachable; answering from the
+// local palace" once per cut send.
+func TestAWriteCutWhileStillBeingWrittenLeavesThePrimaryUp(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	link, limit := stallLink(t, srv.URL())
+	limit.Store(256 << 10) // a request's first 256 KB pass, then the link takes no more of it
+	logged := &testbed.SyncBuffer{}
+	p := NewPrimary(link, func() string { return testToken }, slog.New(slog.NewTextHandler(logged, nil)), PrimaryOptions{Timeout: time.Second})
+	defer p.Close()
+	_, err := sendOwn(p, 12<<20, time.Second)
+	if !errors.Is(err, outbox.ErrNotSent) {
+		t.Fatalf("a write cut while being written: %v, want not sent", err)
+	}
+	if !p.Up() {
+		t.Errorf("a write cut while being written opened the breaker (%s)", p.State())
+	}
+	if strings.Contains(logged.String(), "unreachable") {
+		t.Errorf("a write cut while being written logged the primary unreachable:\n%s", logged)
+	}
+	if _, err := p.Call(context.Background(), statusCall(), false); err != nil {
+		t.Errorf("a read after the cut write: %v", err)
+	}
+}
+
+// A primary that takes connections and then never reads nor answers (a
+// SIGSTOPped serve or gateway, a hung link) is marked down by a write
+// timing out at its send bound, whether its request went out whole or
+// was still being written: the flusher stops there rather than sending
+// every queued op into it (review28b F1, why 3e5c489 was reverted).
+func TestAWriteToAPrimaryThatStoppedReadingOpensTheBreaker(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{1 << 10, 12 << 20} {
+		_, srv := startPrimary(t)
+		link, limit := stallLink(t, srv.URL())
+		p := NewPrimary(link, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 500 * time.Millisecond, Probe: time.Hour})
+		defer p.Close()
+		if _, err := p.Call(context.Background(), statusCall(), false); err != nil {
+			t.Fatal(err)
+		}
+		limit.Store(0) // from now on, nothing more of any request passes
+		if _, err := sendOwn(p, size, time.Second); err == nil {
+			t.Fatalf("%d bytes: a write to a hung primary answered", size)
+		}
+		if p.Up() {
+			t.Errorf("%d bytes: a write to a hung primary timed out and left the breaker closed", size)
+		}
+	}
+}
+
+func statusCall() *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "mempalace_status", Arguments: json.RawMessage(`{}`)}
+}
+
+// sendOwn sends an add_drawer of size bytes of content as the outbox
+// sends an op's own write: through the flush target, with its op id and
+// bound.
+func sendOwn(p *Primary, size int, bound time.Duration) (map[string]any, error) {
+	args, err := json.Marshal(map[string]any{"wing": "w", "room": "r", "content": strings.Repeat("checkpoint line ", size/16)})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(outbox.WithOpID(context.Background(), "0123456789abcdef0123456789abcdef"), bound)
+	defer cancel()
+	return FlushTarget(p).Call(ctx, "mempalace_add_drawer", args)
+}
+
+// stallLink is a TCP relay to target's host that passes each connection's
+// request bytes on until limit of them have passed, then stops reading it
+// (a link that takes no more, or a primary that stopped reading);
+// answers pass as they come. limit (no limit until set) is read at every
+// read: lowering it stalls the connections open already too. It returns
+// target's URL through the relay.
+func stallLink(t *testing.T, target string) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limit atomic.Int64
+	limit.Store(1 << 62)
+	to := u.Host
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // the listener closed at the test's end
+			}
+			wg.Go(func() { relayUpTo(ctx, c, to, &limit) })
+		}
+	})
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
+	u.Host = ln.Addr().String()
+	return u.String(), &limit
+}
+
+// relayUpTo relays one connection, the request's bytes up to limit; the
+// Host header is rewritten to name to (as relaySlowly). It returns when
+// the connection ended, or ctx did.
+func relayUpTo(ctx context.Context, c net.Conn, to string, limit *atomic.Int64) {
+	defer c.Close() // the relay is over
+	from, into := []byte("\r\nHost: "+c.LocalAddr().String()+"\r\n"), []byte("\r\nHost: "+to+"\r\n")
+	up, err := net.DialTimeout("tcp", to, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()                                                 // the relay is over
+	defer context.AfterFunc(ctx, func() { c.Close(); up.Close() })() // the test's end
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		io.Copy(c, up) // the answer; ends when the target closes or the client's side fails
+		c.Close()      // the answer is over: the client sees it end
+	})
+	buf := make([]byte, 32<<10)
+	for passed := int64(0); ; {
+		if limit.Load() <= passed {
+			<-ctx.Done() // stalled: nothing more is read
+			return
+		}
+		n, err := c.Read(buf)
+		n = int(min(int64(n), max(limit.Load()-passed, 0))) // lowered during the read: the rest never passes
+		if n > 0 {
+			passed += int64(n)
+			if _, werr := up.Write(bytes.Replace(buf[:n], from, into, 1)); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF, or the client's reset
+		}
+	}
+}
