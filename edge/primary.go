@@ -123,6 +123,7 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	var next http.RoundTripper = http.DefaultTransport
 	if w, err := warmconn.New(endpoint, http.DefaultTransport); err == nil {
+		w.DialTimeout = o.Timeout // a connect that hangs is an outage, however long the call's own bound
 		p.warm, next = w, w
 	}
 	p.httpc = &http.Client{Transport: &bearer{p: p, next: next}}
@@ -523,7 +524,8 @@ func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bo
 }
 
 // CallLong is Call bounded by ctx's own deadline instead of the call
-// timeout (event_wait long-polls for up to five minutes).
+// timeout (event_wait long-polls for up to five minutes); a connect it
+// needs first has the call timeout.
 func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
 	return p.callBounded(ctx, params, retry, false)
 }
@@ -549,7 +551,7 @@ func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, r
 	}
 	ctx = withWhySlot(ctx)
 	for attempt := 0; ; attempt++ {
-		s, err := p.sessionFor(ctx)
+		s, err := p.connected(ctx)
 		if err != nil {
 			return nil, p.fail(ctx, fmt.Errorf("%w: %w", outbox.ErrNotSent, err)) // no session: the call never left
 		}
@@ -574,6 +576,14 @@ func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, r
 		}
 		return nil, p.fail(ctx, err)
 	}
+}
+
+// connected is the live session, connecting within the call timeout: a
+// connect that hangs is an outage, whatever ctx's own deadline.
+func (p *Primary) connected(ctx context.Context) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	return p.sessionFor(ctx)
 }
 
 // stillUp reports whether the primary answers a ping within the call

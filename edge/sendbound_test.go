@@ -76,6 +76,29 @@ func TestAWriteToAPrimaryThatStoppedReadingOpensTheBreaker(t *testing.T) {
 	}
 }
 
+// A write whose connect hangs (a primary that accepts and never answers
+// its initialize) fails within the call timeout, however long its send
+// bound: the connect is not a write slower than its bound (review28b F3).
+// Before, it held the send (and every other caller's connect) for the
+// whole bound.
+func TestAWriteWhoseConnectHangsFailsAtTheCallTimeout(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	link, limit := stallLink(t, srv.URL())
+	limit.Store(0)
+	const timeout = 300 * time.Millisecond
+	p := NewPrimary(link, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: timeout, Probe: time.Hour})
+	defer p.Close()
+	began := time.Now()
+	_, err := sendOwn(p, 1<<10, 20*time.Second)
+	if took := time.Since(began); took > 10*timeout {
+		t.Errorf("a write whose connect hung took %v, want about the call timeout %v", took, timeout)
+	}
+	if !errors.Is(err, outbox.ErrNotSent) || p.Up() {
+		t.Errorf("a write whose connect hung: %v (up %v), want not sent and the breaker open", err, p.Up())
+	}
+}
+
 func statusCall() *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: "mempalace_status", Arguments: json.RawMessage(`{}`)}
 }

@@ -40,6 +40,10 @@ import (
 // through a proxy (HTTP_PROXY and friends) or to another origin go to the
 // fallback (net/http).
 type Transport struct {
+	// DialTimeout bounds each connect, its TLS handshake included
+	// (default 10 s); set it before the first request.
+	DialTimeout time.Duration
+
 	origin   string // scheme://host:port this transport serves
 	addr     string
 	tls      *tls.Config // nil for http
@@ -103,9 +107,7 @@ func (t *Transport) dialLocked(done func(*warmConn)) bool {
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
-		defer cancel()
-		c, _ := t.dial(ctx) // nil when the dial failed: done is told so
+		c, _ := t.dial(t.ctx) // nil when the dial failed: done is told so
 		done(c)
 	}()
 	return true
@@ -344,7 +346,13 @@ func (t *Transport) spare() {
 	})
 }
 
+// dial connects (and shakes hands, for TLS) within DialTimeout (10 s
+// when 0), whatever ctx's own deadline: a connect that hangs (a SYN
+// blackholed) says the server is unreachable, where a long request's
+// deadline is for the exchange.
 func (t *Transport) dial(ctx context.Context) (*warmConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(t.DialTimeout, 10*time.Second))
+	defer cancel()
 	raw, err := t.dialer.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
