@@ -119,6 +119,9 @@ type Failure struct {
 	// AsWritten: a dead op refused as written (deadAtOnce), which no
 	// retry lands and which holds nothing back: dropped, not retried.
 	AsWritten bool `json:"as_written,omitempty"`
+	// Timeouts: how many of the op's sends ran out of their bound (each
+	// doubles the next one's, sendBound).
+	Timeouts int `json:"timeouts,omitempty"`
 }
 
 // FailureOf reads an op's error_json (the zero Failure: none recorded, or

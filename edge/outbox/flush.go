@@ -50,12 +50,13 @@ type Flusher struct {
 	Log   *slog.Logger
 	Owner string // this process's lease name
 	// Lease is how long the lease holds between renewals (default 10 s);
-	// it is renewed every Lease/3 while the flusher works, for longer
-	// than SendTimeout, so no send starts with less left than its bound.
+	// it is renewed every Lease/3 while the flusher works, for at least
+	// SendTimeout+Lease/3, so it outlasts a send of any bound while the
+	// renewals succeed; a renewal that fails cuts the sends in flight.
 	Lease time.Duration
 	// SendTimeout bounds one send with its look-ups (default 20 s); an
-	// op's later sends have twice the bound of its previous one, up to
-	// 16 times SendTimeout (sendBound).
+	// op's send after one that ran out of its bound has twice that one's,
+	// up to 16 times SendTimeout (sendBound).
 	SendTimeout time.Duration
 	// StopGrace is how long a send under way when Run or Drain is stopped
 	// (its context ends) still has to get its answer, within SendTimeout
@@ -307,6 +308,7 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	sctx, cancel := f.sendContext(ctx, f.sendBound(op))
 	res, err := f.send(sctx, run, op, ambiguous)
 	cut := err != nil && ctx.Err() != nil && sctx.Err() != nil
+	op.timedOut = err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if cut && !errors.Is(err, ErrNotSent) {
 		return false // cut after it may have left (past the grace, or the lease lost): the op stays in flight, maybe applied next time
@@ -314,14 +316,16 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	return f.settle(context.WithoutCancel(ctx), op, res, err) // an answer (in the grace too), or never sent: queued again
 }
 
-// sendBound is how long one send of op (its Attempts counting this one)
-// may take: SendTimeout, doubled with each earlier attempt of the op, as
-// its backoff is, up to 16 times SendTimeout. A write that a slow primary
-// or link cannot take within SendTimeout (a checkpoint of megabytes) is
-// not cut at the same point on every send, each time sent whole again:
-// a later send has the time it needs.
+// sendBound is how long one send of op may take: SendTimeout, doubled
+// with each earlier send of the op that ran out of its bound (its
+// error_json's timeouts), up to 16 times SendTimeout. A write that a slow
+// primary or link cannot take within SendTimeout (a checkpoint of
+// megabytes) is not cut at the same point on every send, each time sent
+// whole again: a later send has the time it needs. An attempt that
+// failed otherwise (paced, refused, never sent) says nothing of the time
+// the write needs, and does not grow it.
 func (f *Flusher) sendBound(op Op) time.Duration {
-	return f.SendTimeout << min(max(op.Attempts-1, 0), 4)
+	return f.SendTimeout << min(FailureOf(op.Error).Timeouts, 4)
 }
 
 // sendContext bounds one send by bound. ctx ending (the flusher stopped)

@@ -99,6 +99,9 @@ type Op struct {
 	// copy on the primary is not known (primaryIDs): a delete the primary
 	// answers "Drawer not found" may not have reached the entry.
 	unnamed []string
+	// timedOut: this attempt's send ran out of its bound (settle counts
+	// it in the op's timeouts).
+	timedOut bool
 }
 
 // Short is the op id's first shortID hex digits, as tables print it; every

@@ -69,7 +69,11 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		refusals++
 	}
 	state, say := f.failedState(ctx, op, kind, msg, refusals, final, asWritten, sendErr)
-	ej := failureJSON(kind, msg, now, op.Attempts, asWritten)
+	timeouts := FailureOf(op.Error).Timeouts
+	if op.timedOut {
+		timeouts++
+	}
+	ej := failureJSON(kind, msg, now, op.Attempts, timeouts, asWritten)
 	next := now.Add(f.backoff(op.Attempts, kind))
 	cancelled, recorded := false, false
 	err := f.fenced(ctx, func(tx *sql.Tx) (err error) {
@@ -134,12 +138,16 @@ func resendTaken(op Op, kind Kind, sendErr error) bool {
 	return op.State == Inflight && !errors.Is(sendErr, ErrLookup) && Rules[kind].Class != Transient
 }
 
-// failureJSON is the error_json of a failed attempt (asWritten: refused
-// as written, deadAtOnce).
-func failureJSON(kind Kind, msg string, now time.Time, attempt int, asWritten bool) []byte {
+// failureJSON is the error_json of a failed attempt (timeouts: the op's
+// sends that ran out of their bound, this one's included; asWritten:
+// refused as written, deadAtOnce).
+func failureJSON(kind Kind, msg string, now time.Time, attempt, timeouts int, asWritten bool) []byte {
 	fields := map[string]any{"kind": kind, "class": Rules[kind].Class, "message": msg, "at": now.UTC(), "attempt": attempt}
 	if asWritten {
 		fields["as_written"] = true
+	}
+	if timeouts > 0 {
+		fields["timeouts"] = timeouts
 	}
 	ej, err := json.Marshal(fields)
 	if err != nil {
