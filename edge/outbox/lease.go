@@ -11,10 +11,12 @@ import (
 
 // The flush lease: at most one process sends an outbox's ops, provably.
 // The lease row names its owner, when it expires and a fencing token that
-// grows by one at every change of hands. The holder renews it while it
-// sends (keepLease), starts no send with less of it left than the send's
-// bound (SendTimeout), and records every outcome in a transaction that
-// first checks the token is still its own (fenced): a flusher that lost
+// grows by one at every change of hands. The holder renews it every
+// Lease/3 while it sends (keepLease), so it outlasts a send of any bound
+// (up to 16 times SendTimeout) while the renewals succeed; a renewal that
+// fails cuts the sends in flight at once. It records every outcome in a
+// transaction that first checks the token is still its own (fenced): a
+// flusher that lost
 // the lease (paused past its expiry, its file unwritable) records nothing
 // and sends nothing more, and the next holder finds the op in flight,
 // which it treats as maybe applied.
@@ -106,9 +108,9 @@ func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 	if l.Owner != f.Owner || !live {
 		token++ // the lease changes hands (or lapsed and is taken again)
 	}
-	// A renewal holds it for Lease, or longer when a send may take longer,
-	// so that a send always starts with SendTimeout left and a renewal
-	// (every Lease/3) keeps it so.
+	// A renewal holds it for Lease, or SendTimeout+Lease/3 when that is
+	// longer: a send starts with at least SendTimeout left (lane), and the
+	// renewals every Lease/3 keep it held past a longer bound.
 	l = lease{Owner: f.Owner, Expires: now.Add(max(f.Lease, f.SendTimeout+f.Lease/3)).UnixMilli(), Token: token, Live: f.S.owner}
 	b, _ := json.Marshal(l) // plain values: they encode
 	if err := setMeta(ctx, tx, "lease", string(b)); err != nil {
