@@ -53,7 +53,8 @@ func TestRealADiaryEntryCutOnASlowLinkIsFiledOnce(t *testing.T) {
 // characters; small enough for the edge's socket buffer to take whole)
 // through a slowLink of 4 KB
 // every per to target, with the call timeout given (a send's first bound
-// twice that), and wants it on the primary once (copies counts it).
+// twice that), and wants it on the primary once (copies counts it), with
+// no "primary unreachable" logged: the primary answered throughout.
 func cutOnASlowLink(t *testing.T, target string, per, timeout time.Duration, local *realpalace.Palace, copies func(text string) int) {
 	t.Helper()
 	link := slowLink(t, target, 4<<10, per)
@@ -71,6 +72,9 @@ func cutOnASlowLink(t *testing.T, target string, per, timeout time.Duration, loc
 	time.Sleep(time.Duration(len(text)/(4<<10)+1) * per)
 	if n := copies(text); n != 1 {
 		t.Fatalf("the primary holds the diary entry %d times, want once", n)
+	}
+	if logs := h.logs.String(); strings.Contains(logs, "unreachable") || strings.Contains(logs, "reachable again") {
+		t.Errorf("a send cut at its bound, the primary answering, logged the primary unreachable:\n%s", logs)
 	}
 }
 
