@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -204,32 +206,35 @@ func (s *Server) rewriteLookUp(ctx context.Context, t catalogue.Tool, args map[s
 	switch {
 	case tun == nil:
 		return nil, false
-	case tun["label"] != str(args["label"]):
+	case !sameTunnel(tun, args):
 		return nil, true
 	}
 	return tun, true
 }
 
 // tunnelOf is tunnel id, one of whose ends is in wing, as the upstream
-// lists it (nil: not listed); listed false when no list came back. An
-// answer naming MemPalace's error (a wing name it refuses) lists none:
-// it refuses a create_tunnel of that wing alike (review28b F6: the check
-// answered such a create_tunnel "busy, send it again" for good).
-func (s *Server) tunnelOf(ctx context.Context, wing, id string) (tun map[string]any, listed bool) {
-	var tunnels []any
-	switch got := s.upstreamAny(ctx, "mempalace_list_tunnels", map[string]any{"wing": catalogue.SanitizedName(wing)}).(type) {
-	case []any:
-		tunnels, listed = got, true
-	case map[string]any:
-		tunnels, listed = got["tunnels"].([]any)
-		listed = listed || str(got["error"]) != ""
+// lists it (nil: not listed). The error is errNoAnswer when no list came
+// back, and MemPalace's error (its text) when it answered that instead
+// (a wing name it refuses; review28b F6 answered that "busy, send it
+// again" for good, and review29 F4 took it for "none listed").
+func (s *Server) tunnelOf(ctx context.Context, wing, id string) (map[string]any, error) {
+	got := s.upstreamAny(ctx, "mempalace_list_tunnels", map[string]any{"wing": catalogue.SanitizedName(wing)})
+	if m, ok := got.(map[string]any); ok {
+		if msg := str(m["error"]); msg != "" && m["tunnels"] == nil {
+			return nil, errors.New(msg)
+		}
+		got = m["tunnels"]
+	}
+	tunnels, listed := got.([]any)
+	if !listed {
+		return nil, fmt.Errorf("%w list_tunnels", errNoAnswer)
 	}
 	for _, x := range tunnels {
 		if t, _ := x.(map[string]any); str(t["id"]) == id {
-			return t, true
+			return t, nil
 		}
 	}
-	return nil, listed
+	return nil, nil
 }
 
 // recovered tells a writer its write's answer is the gateway's.

@@ -19,8 +19,9 @@ import (
 // drawers in drawers; creates counts its create_tunnel calls.
 type tunnelPrimary struct {
 	mu      sync.Mutex
-	tunnels map[string]string // id -> label
-	drawers map[string]string // id -> wing
+	tunnels map[string]string    // id -> label
+	ends    map[string][2]string // id -> its source and target drawer ids
+	drawers map[string]string    // id -> wing
 	creates int
 	// slow delays each create_tunnel before it lands; listErr answers
 	// list_tunnels MemPalace's refusal of a wing name; loseCreate cuts
@@ -62,7 +63,13 @@ func (p *tunnelPrimary) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "mempalace_list_tunnels":
 		list := []any{}
 		for id, label := range p.tunnels {
-			list = append(list, map[string]any{"id": id, "label": label})
+			end := func(i int) map[string]any {
+				if p.ends[id][i] == "" {
+					return map[string]any{}
+				}
+				return map[string]any{"drawer_id": p.ends[id][i]}
+			}
+			list = append(list, map[string]any{"id": id, "label": label, "source": end(0), "target": end(1)})
 		}
 		res = list
 		if p.listErr {
@@ -71,6 +78,10 @@ func (p *tunnelPrimary) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "mempalace_create_tunnel":
 		id := catalogue.TunnelID(str(a["source_wing"]), str(a["source_room"]), str(a["target_wing"]), str(a["target_room"]))
 		p.tunnels[id] = str(a["label"])
+		if p.ends == nil {
+			p.ends = map[string][2]string{}
+		}
+		p.ends[id] = [2]string{str(a["source_drawer_id"]), str(a["target_drawer_id"])}
 		p.creates++
 		res = map[string]any{"id": id, "label": a["label"]}
 		if p.loseCreate {
@@ -275,15 +286,53 @@ func TestALostCreateTunnelSentAgainIsItsOwn(t *testing.T) {
 }
 
 // A list_tunnels MemPalace answers with its error (a wing name it
-// refuses) finds no tunnel: the create_tunnel goes on to the primary,
-// which refuses it itself (review28b F6). Before, it was answered 503
-// "send it again later", and an outbox resent it for good.
+// refuses, or a failure of its own) is refused at the gateway as final
+// (-31003, quoting MemPalace), not answered "busy, send it again" (503),
+// which an outbox resent for good (review28b F6), and not taken for "no
+// tunnel there", which let a create_tunnel of another device's tunnel
+// through unchecked (review29 F4: it was sent on).
 func TestATunnelLookUpMemPalaceRefusesIsNotBusy(t *testing.T) {
 	t.Parallel()
 	p := &tunnelPrimary{tunnels: map[string]string{}, listErr: true}
 	g := newTunnelGateway(t, p)
 	_, rpc, status := g.call(g.tokens["lab-0001"], "create_tunnel", tunnelArgs("r", "s", "LAB"))
-	if status != http.StatusOK || rpc != nil || p.made() != 1 {
-		t.Errorf("create_tunnel after list_tunnels answered an error: HTTP %d %v, %d calls on the primary; want it sent on", status, rpc, p.made())
+	if status != http.StatusOK || rpc["code"] != float64(CodeDenied) || !strings.Contains(str(rpc["message"]), "wing contains invalid characters") || p.made() != 0 {
+		t.Errorf("create_tunnel after list_tunnels answered an error: HTTP %d %v, %d calls on the primary; want refused %d quoting MemPalace, not sent", status, rpc, p.made(), CodeDenied)
+	}
+}
+
+// A device's create_tunnel whose answer and look-up were lost, sent
+// again, is refused when the tunnel of its two rooms is no longer what
+// its first send made: replaced since around the gateway (another
+// label), or with the same label and other drawer ids (review29 F3: the
+// resend skipped the look-up and replaced it). Before, it was made.
+func TestALostCreateTunnelResentOverAnotherIsRefused(t *testing.T) {
+	t.Parallel()
+	id := catalogue.TunnelID("team_b", "r", "team_b", "s")
+	for _, c := range []struct {
+		name, label string
+		ends        [2]string
+	}{
+		{"another label", "PRIMARY", [2]string{}},
+		{"the same label, a drawer id", "LAB", [2]string{"drawer_b", ""}},
+	} {
+		p := &tunnelPrimary{tunnels: map[string]string{}, loseCreate: true}
+		g := newTunnelGateway(t, p)
+		g.withLedger()
+		if status, m := g.postOp(g.tokens["lab-0001"], "mempalace_create_tunnel", tunnelArgs("r", "s", "LAB"), opOf('a')); status != http.StatusBadGateway {
+			t.Fatalf("%s: lab's create_tunnel, its answer and look-up lost: %d %v (want 502, in doubt)", c.name, status, m)
+		}
+		p.mu.Lock()
+		p.down, p.tunnels[id], p.ends[id] = false, c.label, c.ends
+		p.mu.Unlock()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+			"name": "mempalace_create_tunnel", "arguments": tunnelArgs("r", "s", "LAB"), "_meta": map[string]any{ledger.MetaKey: opOf('a'), ledger.ResendKey: "looked-up"}}})
+		status, m := g.post(g.tokens["lab-0001"], string(b))
+		if e, _ := m["error"].(map[string]any); status != 200 || e["code"] != float64(CodeDenied) || !strings.Contains(str(e["message"]), "of unknown origin") {
+			t.Errorf("%s: lab's resend over a tunnel replaced since: %d %v, want refused as of unknown origin", c.name, status, m)
+		}
+		if p.made() != 1 {
+			t.Errorf("%s: %d create_tunnel calls on the primary, want 1 (lab's lost one)", c.name, p.made())
+		}
 	}
 }
