@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/gateway/trash"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
@@ -102,9 +103,11 @@ func TestRealDeleteKeptAndRestored(t *testing.T) {
 	if len(es) != 1 || es[0].(map[string]any)["content"] != "bisected the flaky test to the clock" || es[0].(map[string]any)["topic"] != "ci" {
 		t.Fatalf("the restored entry: %v", es)
 	}
-	// A delete the primary never made (unconfirmed): the restore finds
-	// the entry still there and writes no second copy.
+	// A delete the primary never made (unconfirmed, older than any
+	// send's bound): the restore finds the entry still there and writes
+	// no second copy.
 	g.keepUnmade(t, keptDrawer("delete_drawer", srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": rs[0].As}), ""), trash.StateUnconfirmed)
+	g.advance(writeBound + time.Minute)
 	again, _ := g.restorer(t).Restore(context.Background(), []string{rs[0].As})
 	if len(again) != 1 || again[0].Err != nil || !again[0].Already || again[0].As != rs[0].As {
 		t.Fatalf("restore of an entry whose delete was never made: %d results (want 1 already there as %s)", len(again), rs[0].As)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -76,15 +77,15 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		if err != nil {
 			return out, err
 		}
-		if err := r.settleOp(ctx, d); err != nil {
-			return out, err
-		}
+		// Settled before a drawer is written, and not for a diary entry
+		// refused as its delete still in flight (review29 F6).
+		settle := sync.OnceValue(func() error { return r.settleOp(ctx, d) })
 		for _, dr := range d.Drawers {
 			res := Restored{Delete: d, Drawer: dr}
 			if newer != "" && dr.PurgedAt == nil && dr.RestoredAt == nil {
 				res.Err = fmt.Errorf("%s; delete %d keeps an older version, which would come back beside it: 'trash restore %d' restores that one", newer, d.ID, d.ID)
 			} else {
-				res.Err = r.claimed(ctx, &res)
+				res.Err = r.claimed(ctx, &res, settle)
 			}
 			out = append(out, res)
 		}
@@ -100,7 +101,7 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 // takes the entry that write made, newer than the fence, for the
 // restored one, and writes it only when there is none. Any other drawer's
 // write is found by its id (put), and its claim released.
-func (r Restorer) claimed(ctx context.Context, res *Restored) error {
+func (r Restorer) claimed(ctx context.Context, res *Restored, settle func() error) error {
 	d, dr := res.Delete, res.Drawer
 	prior, err := r.Trash.Claim(ctx, d.ID, dr.ID, r.fence(ctx, dr))
 	if err != nil {
@@ -113,10 +114,10 @@ func (r Restorer) claimed(ctx context.Context, res *Restored) error {
 		res.As, err = r.entrySince(ctx, dr, prior)
 	}
 	if err == nil && res.As == "" {
-		err = r.put(ctx, res)
+		err = r.put(ctx, res, settle)
 	}
 	switch {
-	case err != nil && dr.Kind == trash.KindDiary && !errors.Is(err, errDeleteInFlight):
+	case err != nil && dr.Kind == trash.KindDiary && !errors.Is(err, errDeleteInFlight) && !errors.Is(err, errNotSettled):
 		return fmt.Errorf("%w; it stays taken: restore it again, which finds the entry if this restore wrote it, and writes it only if not", err)
 	case err != nil:
 		return errors.Join(err, r.Trash.Release(ctx, d.ID, dr.ID))
@@ -232,10 +233,13 @@ func (r Restorer) settleOp(ctx context.Context, d trash.Delete) error {
 	res := textResult(deletedAnswer(d.Tool, ids, doomed{source: d.Source, rows: len(ids)},
 		"the primary's answer was lost; the operator restored what this op removed (trash restore), which settled it as applied"))
 	if _, err := r.Ledger.Applied(ctx, d.Device, d.OpID, encodeJSON(res)); err != nil {
-		return fmt.Errorf("delete %d: its op %s could not be settled in the op-id ledger, so its resend could delete again what a restore brings back: nothing restored: %w", d.ID, d.OpID, err)
+		return fmt.Errorf("delete %d: its op %s %w, so its resend could delete again what a restore brings back: nothing restored: %w", d.ID, d.OpID, errNotSettled, err)
 	}
 	return nil
 }
+
+// errNotSettled: settleOp could not record the delete's op applied.
+var errNotSettled = errors.New("could not be settled in the op-id ledger")
 
 // newerRestored says, for a restore by drawer id (ref), which delete newer
 // than the one Find picked (id) kept that drawer and was restored already,
@@ -289,10 +293,13 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 // (Already), nor while its delete may still be in flight. An update's
 // replaced version goes back in place; when the drawer is gone (deleted
 // since), it is filed again in its wing and room, as a deleted drawer is.
-func (r Restorer) put(ctx context.Context, res *Restored) error {
+func (r Restorer) put(ctx context.Context, res *Restored, settle func() error) error {
 	d := res.Drawer
 	switch d.Kind {
 	case trash.KindPrior:
+		if err := settle(); err != nil {
+			return err
+		}
 		now, err := r.now(ctx, d.ID)
 		if err != nil {
 			return err
@@ -311,7 +318,11 @@ func (r Restorer) put(ctx context.Context, res *Restored) error {
 			return err
 		case now != nil && r.inFlight(res.Delete):
 			return errDeleteInFlight
-		case now != nil:
+		}
+		if err := settle(); err != nil {
+			return err
+		}
+		if now != nil {
 			return r.over(ctx, res, d.ID, now)
 		}
 		args := map[string]any{"agent_name": d.Meta("agent"), "entry": d.Content, "wing": d.Wing}
@@ -320,6 +331,9 @@ func (r Restorer) put(ctx context.Context, res *Restored) error {
 		}
 		w, err := r.call(ctx, "mempalace_diary_write", args)
 		res.As, _ = w["entry_id"].(string)
+		return err
+	}
+	if err := settle(); err != nil {
 		return err
 	}
 	args := map[string]any{"wing": d.Wing, "room": d.Room, "content": d.Content}
@@ -352,12 +366,15 @@ func (r Restorer) put(ctx context.Context, res *Restored) error {
 // errDeleteInFlight refuses the restore of a diary entry still on the
 // primary whose delete may still be in flight: it would be recorded
 // restored, and then the delete would remove it.
-var errDeleteInFlight = errors.New("its delete is still in flight (pending) and the entry is still on the primary: nothing written; restore again once it is settled")
+var errDeleteInFlight = errors.New("its delete may still be in flight (pending, or unconfirmed: sent, its answer not awaited) and the entry is still on the primary: nothing written; restore again once it is settled, or once the delete is older than the gateway's write bound")
 
-// inFlight: d is pending and recent enough that a gateway may still be
-// sending it (a kept delete is settled within writeBound of being kept).
+// inFlight: d is pending, or unconfirmed (the gateway gave up on its
+// answer while the request may still wait for MemPalace's lock: review29
+// F5), and recent enough that the primary may still get it (a kept
+// delete is settled within writeBound of being kept, which is more than
+// the upstream call's timeout).
 func (r Restorer) inFlight(d trash.Delete) bool {
-	return d.State == trash.StatePending && r.Trash.Now().Sub(d.Time) < writeBound
+	return (d.State == trash.StatePending || d.State == trash.StateUnconfirmed) && r.Trash.Now().Sub(d.Time) < writeBound
 }
 
 // over puts the kept drawer under id, which holds now: nothing is done

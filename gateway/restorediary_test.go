@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -16,8 +18,10 @@ import (
 // and the text it replaces is kept in the trash (review28b F7). Before,
 // the restore found the id there, said it was already there, and the
 // entry kept the update's text. While its delete is still in flight
-// (pending, recent) the restore is refused, and the entry is not
-// recorded restored; pending past any send's bound, it is.
+// (pending or unconfirmed, recent) the restore is refused, and the entry
+// is not recorded restored; past any send's bound, it is. Before, an
+// unconfirmed one was restored and then removed by its delete landing
+// (review29 F5).
 func TestADiaryRestoreComparesTheEntrysText(t *testing.T) {
 	t.Parallel()
 	diaryRestoreCompares(t, newGW(t, devices))
@@ -44,6 +48,10 @@ func diaryRestoreCompares(t *testing.T, g *gw) {
 	dr := entry("found the flaky test")
 	g.keepUnmade(t, dr, trash.StateUnconfirmed)
 	del := g.kept(t)[0].ID
+	if rs, err := g.restorer(t).Restore(ctx, []string{fmt.Sprint(del)}); err != nil || !errors.Is(rs[0].Err, errDeleteInFlight) {
+		t.Fatalf("restore while the unconfirmed delete may still reach the primary: %+v %v, want refused (review29 F5)", rs, err)
+	}
+	g.advance(writeBound + time.Minute) // unconfirmed past any send's bound: never made
 	if _, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": dr.ID, "content": "rewritten after the delete was kept"}); rpc != nil {
 		t.Fatal(rpc)
 	}
@@ -60,6 +68,7 @@ func diaryRestoreCompares(t *testing.T, g *gw) {
 
 	dr = entry("bisected it to the clock")
 	g.keepUnmade(t, dr, trash.StateUnconfirmed)
+	g.advance(writeBound + time.Minute)
 	if rs, err := g.restorer(t).Restore(ctx, []string{dr.ID}); err != nil || rs[0].Err != nil || !rs[0].Already {
 		t.Errorf("restore of an entry with its own text still there: %+v %v, want already there", rs, err)
 	}
@@ -82,5 +91,47 @@ func diaryRestoreCompares(t *testing.T, g *gw) {
 	g.advance(writeBound + time.Minute) // pending for good: the gateway stopped mid-delete
 	if rs, err := g.restorer(t).Restore(ctx, []string{dr.ID}); err != nil || rs[0].Err != nil || !rs[0].Already {
 		t.Errorf("restore once no gateway can be sending the delete: %+v %v, want already there", rs, err)
+	}
+}
+
+// A restore refused because the diary entry's delete may still be in
+// flight leaves that delete's op as the op-id ledger held it (in doubt),
+// not recorded as applied by a restore that restored nothing (review29
+// F6: it was settled "the operator restored what this op removed" first).
+func TestARestoreRefusedInFlightSettlesNoOp(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	ctx := context.Background()
+	l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	call := ledger.Call{Device: "desk-9b21", OpID: opOf('d'), Tool: "mempalace_delete_drawer", ArgsDigest: "d"}
+	lost := func(context.Context) (ledger.Answer, error) {
+		return ledger.Answer{Status: 502, MaybeApplied: true}, nil
+	}
+	if _, _, err := l.Do(ctx, call, lost); err != nil {
+		t.Fatal(err)
+	}
+	w, rpc, _ := g.call(g.tokens["desk-9b21"], "diary_write", map[string]any{"agent_name": "pi", "entry": "the clock was the culprit", "topic": "ci"})
+	got, _, _ := g.call(g.tokens["desk-9b21"], "get_drawer", map[string]any{"drawer_id": str(w["entry_id"])})
+	if rpc != nil || got == nil {
+		t.Fatalf("diary_write: %v %v", w, rpc)
+	}
+	bin, err := g.srv.Trash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bin.Keep(ctx, trash.Delete{Device: call.Device, OpID: call.OpID, Tool: "delete_drawer", Drawers: []trash.Drawer{keptDrawer("delete_drawer", got, "")}}); err != nil {
+		t.Fatal(err)
+	}
+	r := g.restorer(t)
+	r.Ledger = l
+	if rs, err := r.Restore(ctx, []string{str(w["entry_id"])}); err != nil || !errors.Is(rs[0].Err, errDeleteInFlight) {
+		t.Fatalf("restore while the delete is in flight: %+v %v, want refused", rs, err)
+	}
+	if _, outcome, err := l.Do(ctx, call, lost); !errors.Is(err, ledger.ErrInDoubt) {
+		t.Errorf("the delete's op after the refused restore: %v %v, want still in doubt", outcome, err)
 	}
 }
