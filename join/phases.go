@@ -812,15 +812,17 @@ func (j *joining) notSent(ctx context.Context, op outbox.Op, kind string) string
 	return notTriedWords + why + again
 }
 
-// heldBy is the op that holds op back for good (refused, in doubt,
-// held), following the ops before it on a shared causal key to the first;
-// false when none does: the first is only queued, not tried for the run's
-// own reason (the primary unreachable, the run stopped), as op is, and
-// counted with it (attack91 F3: a line each for 499 diary entries behind
-// one not tried).
+// heldBy is the op that holds op back (refused, in doubt, held, or
+// tried and failed: its answer lost, its send cut, an error), following
+// the ops before it on a shared causal key past those never tried; false
+// when the first is only queued, not tried for the run's own reason (the
+// primary unreachable, the run stopped), as op is, and counted with it
+// (attack91 F3: a line each for 499 diary entries behind one not tried).
+// An op tried that failed is named, not passed over: the records behind
+// it read "not tried: the join was stopped" (review29 F2).
 func (j *joining) heldBy(ctx context.Context, op outbox.Op) (outbox.Op, bool) {
 	b, waits, err := j.store.Blocker(ctx, op)
-	for err == nil && waits && (b.State == outbox.Queued || b.State == outbox.Inflight) {
+	for err == nil && waits && b.State == outbox.Queued && len(b.Error) == 0 && !b.MaybeApplied {
 		b, waits, err = j.store.Blocker(ctx, b) // an earlier op each time: it ends
 	}
 	return b, err == nil && waits // a failed look-up: the run's reason, as before a blocker was looked up
