@@ -822,9 +822,8 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 			return dec, false
 		}
 	}
-	visible := true
 	if err == nil && dec.Allow {
-		visible, err = s.objectBefore(ctx, d, t, req.Args)
+		dec, err = s.objectBefore(ctx, d, t, req.Args, dec)
 	}
 	if err == nil && dec.Allow && t.Name == "create_tunnel" {
 		dec, err = s.tunnelBefore(ctx, req.Args, dec)
@@ -832,9 +831,6 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 	if err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return dec, false
-	}
-	if !visible {
-		dec = deny(ruleNotVisible, "")
 	}
 	x.entry.Wing, x.entry.Rule = dec.Wing, dec.Rule
 	if !dec.Allow {

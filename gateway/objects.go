@@ -15,37 +15,85 @@ import (
 // scanPages bounds an event look-up: at most this many pages of 500.
 const scanPages = 20
 
-// objectBefore is the object check made before a call: event_ack needs
-// an event the caller can see (acking one it cannot would tell it the
-// event's stream, room and sender); errNoAnswer when the primary did not
-// answer the look-up.
-func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) (bool, error) {
-	if t.Name != "event_ack" || d.Coordinator {
-		return true, nil
+// objectBefore is the object check made before a call, dec as it was
+// or a denial: event_ack needs an event the caller can see (acking one
+// it cannot would tell it the event's stream, room and sender), and an
+// event_append may name in artifact_ids only artifacts the caller can
+// read (refsReadable); errNoAnswer when the primary did not answer a
+// look-up.
+func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, dec Decision) (Decision, error) {
+	if d.Coordinator {
+		return dec, nil
 	}
-	id, _ := args["event_id"].(string)
-	if id == "" {
-		return false, nil
+	switch t.Name {
+	case "event_ack":
+		id, _ := args["event_id"].(string)
+		seen := false
+		var err error
+		if id != "" {
+			seen, err = s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+		}
+		if !seen {
+			dec = deny(ruleNotVisible, "")
+		}
+		return dec, err
+	case "event_append":
+		return s.refsReadable(ctx, d, args, dec)
 	}
-	return s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+	return dec, nil
+}
+
+// refsReadable refuses an event_append whose artifact_ids names an
+// artifact the device cannot read now (artifactReadable): an event's
+// reference lets whoever sees the event read the artifact, so a device
+// naming an id it learnt but may not read would open it to the event's
+// addressee (attack93 F3: a confused deputy). An id that names no
+// artifact is refused alike, so the refusal does not say which exist.
+func (s *Server) refsReadable(ctx context.Context, d *Device, args map[string]any, dec Decision) (Decision, error) {
+	ids, _ := args["artifact_ids"].([]any)
+	for _, x := range ids {
+		id, _ := x.(string)
+		got := s.upstreamResult(ctx, "mempalace_artifact_get", map[string]any{"artifact_id": id})
+		if got == nil {
+			return dec, fmt.Errorf("%w artifact_get", errNoAnswer)
+		}
+		if ok, err := s.artifactReadable(ctx, d, id, got); err != nil || !ok {
+			dec = deny(ruleNotVisible, "")
+			dec.why = fmt.Sprintf("artifact_ids names %q, which is no artifact device %s can read (none of its agents created it, and no event it can see from another agent refers to it): whoever the event reaches could read it by this reference, so nothing was written (fix: leave it out, or have its creator send it to you in an event first)", id, d.ID)
+			return dec, err
+		}
+	}
+	return dec, nil
 }
 
 // objectAfter is the check made on an answer before it is passed on:
-// artifact_get's artifact must be one the caller created or one an event
-// it can see, written by another agent, refers to.
+// artifact_get's artifact must be one the caller can read
+// (artifactReadable).
 func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, resp []byte) bool {
 	if t.Name != "artifact_get" || d.Coordinator {
 		return true
 	}
-	art, _ := resultOf(resp)["artifact"].(map[string]any)
+	id, _ := args["artifact_id"].(string)
+	ok, _ := s.artifactReadable(ctx, d, id, resultOf(resp)) // no answer: not visible (a read, refused, not queued)
+	return ok
+}
+
+// artifactReadable reports whether the device may read artifact id,
+// got being artifact_get's answer for it: one its agent created, or one
+// an event it can see, written by another agent, refers to. Such an
+// event was written through the gateway by a device that could read the
+// artifact then (refsReadable); one written before that check, or
+// around the gateway, counts as it is. errNoAnswer when the primary did
+// not answer the event look-up.
+func (s *Server) artifactReadable(ctx context.Context, d *Device, id string, got map[string]any) (bool, error) {
+	art, _ := got["artifact"].(map[string]any)
 	if art == nil {
-		return false // not found looks the same as not visible
+		return false, nil // not found looks the same as not visible
 	}
 	if by, _ := art["created_by"].(string); d.Grants(by, false) {
-		return true
+		return true, nil
 	}
-	id, _ := args["artifact_id"].(string)
-	found, _ := s.findEvent(ctx, d, func(e map[string]any) bool { // no answer: not visible (a read, refused, not queued)
+	return s.findEvent(ctx, d, func(e map[string]any) bool {
 		// A reference the device wrote itself proves nothing: it could
 		// name any id it learnt (found by an attacker pass). Only an
 		// event another agent wrote counts.
@@ -55,7 +103,6 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 		ids, _ := e["artifact_ids"].([]any)
 		return slices.Contains(ids, any(id))
 	})
-	return found
 }
 
 // hiddenCursorPage is an event_list's answer with its page emptied when

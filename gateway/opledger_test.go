@@ -221,8 +221,10 @@ func TestOwnReferenceDoesNotOpenAnArtifact(t *testing.T) {
 	if _, e, _ := g.call(g.tokens["alice"], "artifact_get", map[string]any{"artifact_id": id}); e == nil {
 		t.Fatal("alice reads bob's artifact outright")
 	}
-	if _, e, _ := g.call(g.tokens["alice"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "alice@a", "to_agent": "alice@a", "body": "mine", "artifact_ids": []any{id}}); e != nil {
-		t.Fatal(e)
+	// Refused since attack93 F3 (artRefLaundering); were it written,
+	// her own reference would still not count.
+	if _, e, _ := g.call(g.tokens["alice"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "alice@a", "to_agent": "alice@a", "body": "mine", "artifact_ids": []any{id}}); e == nil {
+		t.Error("alice names bob's artifact in her own event")
 	}
 	res, e, _ := g.call(g.tokens["alice"], "artifact_get", map[string]any{"artifact_id": id})
 	if e == nil || strings.Contains(fmt.Sprint(res), "BOB PRIVATE") {
