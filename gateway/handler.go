@@ -553,6 +553,9 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 		resp = s.hiddenCursorPage(ctx, d, req, resp, issued)
 	}
 	out, err = s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
+	if err == nil && t.Route == catalogue.CoordinationWrite {
+		out = addresseeWarning(s.cfg.Load(), req.Args, out)
+	}
 	if t.Name == "event_list" && err == nil {
 		out = s.fillPage(ctx, d, t, dec, req, resp, out)
 	}

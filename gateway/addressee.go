@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/joakimp/devbox-config/confpos"
+)
+
+// addresseeWarning adds a "warning" to a coordination write's successful
+// answer (resp) whose to_agent names no agent of any device of cfg
+// (attack93 F2): the gateway shows an event only to the devices of its
+// sender and addressee (and coordinators), and no mailbox lists an ask to
+// a name nobody has, so the sender is told, with the agent it most likely
+// meant. The write stands, as MemPalace took it: an agent added to a
+// device later reads it, and so does a client of the primary that is no
+// device of this gateway. A broadcast ("*") and an event addressed to
+// nobody (no to_agent) are what they say (RFC 003 §7.4): not warned.
+func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
+	to, _ := args["to_agent"].(string)
+	if to == "" || to == "*" {
+		return resp
+	}
+	var agents []string
+	for _, d := range cfg.Devices {
+		if slices.Contains(d.Agents, to) {
+			return resp
+		}
+		agents = append(agents, d.Agents...)
+	}
+	w := fmt.Sprintf("devbox-config gateway: to_agent %q is no agent of any device, so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same (a device given that agent later sees it)", to)
+	if meant := meantAgents(to, agents); len(meant) > 0 {
+		w += fmt.Sprintf("; did you mean %s? Addresses match exactly, case included: send it again to that one", strings.Join(meant, " or "))
+	} else {
+		w += "; an agent is addressed as <harness>@<label>, exactly as its device names it"
+	}
+	return withMembers(resp, map[string]any{"warning": w})
+}
+
+// meantAgents are the agents (quoted) a to_agent that names none most
+// likely meant: the one nearest it, case aside (confpos.Nearest: at most
+// two edits), else, for a bare name, every agent <name>@<label>.
+func meantAgents(to string, agents []string) []string {
+	if a := confpos.Nearest(to, agents); a != "" {
+		return []string{fmt.Sprintf("%q", a)}
+	}
+	var out []string
+	if strings.Contains(to, "@") {
+		return nil
+	}
+	for _, a := range agents {
+		if name, _, _ := strings.Cut(a, "@"); strings.EqualFold(name, to) {
+			out = append(out, fmt.Sprintf("%q", a))
+		}
+	}
+	return out
+}

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+)
+
+// An ask to a name no device's agent has (another case, a typo, a bare
+// name) is written, and its sender is warned with the agent it likely
+// meant (attack93 F2); an ask to an agent, a broadcast or nobody is not.
+func TestAddresseeWarning(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, artRefDevices)
+	for _, c := range []struct{ to, want string }{
+		{"Claude@Alice", `did you mean "claude@alice"?`},
+		{"claude@alise", `did you mean "claude@alice"?`},
+		{"claude", `did you mean "claude@alice"?`},
+		{"gemini@nowhere", "<harness>@<label>"},
+		{"claude@alice", ""},
+		{"*", ""},
+		{"", ""},
+	} {
+		args := map[string]any{"type": "task.request", "stream": "devbox", "room": "general", "from_agent": "pi@bob", "correlation_id": "c-" + c.to, "status": "open", "body": "an ask"}
+		if c.to != "" {
+			args["to_agent"] = c.to
+		}
+		res, e, _ := g.call(g.tokens["bob"], "event_append", args)
+		if e != nil || res["success"] != true {
+			t.Errorf("to_agent %q: not written: %v %v", c.to, res, e)
+			continue
+		}
+		w, _ := res["warning"].(string)
+		switch {
+		case c.want == "" && w != "":
+			t.Errorf("to_agent %q: warned %q", c.to, w)
+		case c.want != "" && !strings.Contains(w, c.want):
+			t.Errorf("to_agent %q: warning %q, want it to say %q", c.to, w, c.want)
+		}
+	}
+}
