@@ -94,3 +94,35 @@ func TestRealArtifactReferenceNeedsAReader(t *testing.T) {
 	g := newGWAt(t, artRefDevices, &upstream{name: "serve", url: srv.URL})
 	artRefLaundering(t, g)
 }
+
+// An event naming more artifacts than the cap is refused before any look-up:
+// one small write does not make the gateway read thousands of artifacts
+// (each up to 4 MiB) from the primary. The same id repeated counts once.
+func TestArtifactReferencesAreCapped(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, artRefDevices)
+	put, _, _ := g.call(g.tokens["alice"], "artifact_put", map[string]any{"kind": "note", "content": "n", "created_by": "claude@alice"})
+	art := put["artifact"].(map[string]any)["id"].(string)
+	appendIDs := func(ids []any) map[string]any {
+		_, e, _ := g.call(g.tokens["alice"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "claude@alice", "to_agent": "pi@bob", "artifact_ids": ids})
+		return e
+	}
+	many := make([]any, 2000)
+	for i := range many {
+		many[i] = fmt.Sprintf("art_%012d", i)
+	}
+	gets := g.primary.Calls("mempalace_artifact_get")
+	if e := appendIDs(many); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "at most 16") {
+		t.Errorf("an event naming 2000 artifacts: %v; want a refusal naming the cap", e)
+	}
+	if n := g.primary.Calls("mempalace_artifact_get") - gets; n != 0 {
+		t.Errorf("the refused event cost %d artifact_get calls at the primary, want 0", n)
+	}
+	same := make([]any, 100)
+	for i := range same {
+		same[i] = art
+	}
+	if e := appendIDs(same); e != nil {
+		t.Errorf("one artifact named 100 times: %v; want it written (it is one artifact)", e)
+	}
+}

@@ -50,9 +50,18 @@ func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, 
 // addressee (attack93 F3: a confused deputy). An id that names no
 // artifact is refused alike, so the refusal does not say which exist.
 func (s *Server) refsReadable(ctx context.Context, d *Device, args map[string]any, dec Decision) (Decision, error) {
-	ids, _ := args["artifact_ids"].([]any)
-	for _, x := range ids {
+	ids := map[string]bool{}
+	list, _ := args["artifact_ids"].([]any)
+	for _, x := range list {
 		id, _ := x.(string)
+		ids[id] = true // MemPalace keeps each id once too
+	}
+	if len(ids) > maxArtifactRefs {
+		dec = deny(ruleArguments, "")
+		dec.why = fmt.Sprintf("artifact_ids names %d artifacts; an event may name at most %d (each is looked up at the primary before the event is written): nothing was written (fix: name the others in further events)", len(ids), maxArtifactRefs)
+		return dec, nil
+	}
+	for id := range ids {
 		got := s.upstreamResult(ctx, "mempalace_artifact_get", map[string]any{"artifact_id": id})
 		if got == nil {
 			return dec, fmt.Errorf("%w artifact_get", errNoAnswer)
@@ -65,6 +74,12 @@ func (s *Server) refsReadable(ctx context.Context, d *Device, args map[string]an
 	}
 	return dec, nil
 }
+
+// maxArtifactRefs is how many distinct artifacts one event_append may
+// name: each costs refsReadable an artifact_get at the primary (up to 4
+// MiB) and perhaps an event scan, which one write of a few KiB must not
+// multiply by thousands.
+const maxArtifactRefs = 16
 
 // objectAfter is the check made on an answer before it is passed on:
 // artifact_get's artifact must be one the caller can read
