@@ -190,7 +190,8 @@ func edgeDurations(get func(string) string) edgeTimings {
 			return
 		}
 		fix := name + "=10s (a duration with its unit: 10s, 1m30s, 500ms), or remove it for the default"
-		if _, err := strconv.ParseUint(v, 10, 32); err == nil && showable(v, tok) {
+		// a bare number is proposed in seconds only when that is accepted (0s is not)
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil && time.Duration(n)*time.Second >= least && showable(v, tok) {
 			fix = name + "=" + v + "s (a duration with its unit: s, m, ms), or remove it for the default"
 		}
 		t.warns = append(t.warns, Warning{Var: name, Fix: fix,

@@ -36,6 +36,11 @@ func TestEdgeDurationWithoutUnitIsTheDefaultWithAWarning(t *testing.T) {
 		{EnvEdgeTimeout, "-5s", EnvEdgeTimeout + "=10s"},
 		{EnvEdgeLease, "500", EnvEdgeLease + "=500s"},
 		{EnvEdgeLease, "1ms", EnvEdgeLease + "=10s"},
+		// a bare 0 is no duration with "s" added either (attack93 F6: the
+		// fix proposed 0s, which the next run refused too)
+		{EnvEdgeTimeout, "0", EnvEdgeTimeout + "=10s"},
+		{EnvEdgeLease, "0", EnvEdgeLease + "=10s"},
+		{EnvEdgeLease, "50", EnvEdgeLease + "=50s"},
 	} {
 		env := map[string]string{"HOME": t.TempDir(), EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1", c.name: c.val}
 		s, w := resolve(env, true)
@@ -45,6 +50,13 @@ func TestEdgeDurationWithoutUnitIsTheDefaultWithAWarning(t *testing.T) {
 		es, ew, err := ResolveEdge(lookupOf(env), func(string) (string, error) { return "/usr/bin/x", nil })
 		if err != nil || es.Timeout != DefaultEdgeTimeout || es.Lease != 0 || len(ew) != 1 || ew[0].Fix != w[0].Fix {
 			t.Errorf("edge, %s=%s: %v, timeout %s, lease %s, warnings %+v; want the defaults and render's warning", c.name, c.val, err, es.Timeout, es.Lease, ew)
+		}
+		// the fix, applied, is accepted
+		fix := w[0].Fix
+		name, val, _ := strings.Cut(strings.Fields(fix)[0], "=")
+		env[name] = val
+		if _, again := resolve(env, true); len(again) != 0 {
+			t.Errorf("%s=%s, the fix %q applied: warnings %+v", c.name, c.val, fix, again)
 		}
 	}
 	s, _, _ := ResolveEdge(lookupOf(map[string]string{"HOME": t.TempDir(), EnvEdgeTimeout: "3s", EnvEdgeLease: "500ms"}), func(string) (string, error) { return "/usr/bin/x", nil })
