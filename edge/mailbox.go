@@ -86,12 +86,7 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 		return r, fmt.Errorf("the mailbox could not be read: %w", err)
 	}
 	e.toldByMailbox(agent, r.Owed)
-	stuck := replies.stuckOn(agent, r.Owed)
-	for i, it := range r.Owed {
-		if op, ok := stuck[it.Event.ID]; ok {
-			r.Owed[i].Why += "; " + stuckWhy(op)
-		}
-	}
+	replies.MarkStuck(agent, r.Owed)
 	if p := e.identityProblem(agent); p != "" {
 		r.Warnings = append(r.Warnings, p)
 	}
@@ -171,11 +166,12 @@ func (e *Edge) keptListParams(ctx context.Context) (map[string]bool, bool) {
 	return out, true
 }
 
-// ownReplies are the agent's event_append and event_ack calls in the outbox,
-// oldest first, every one of them (however many palace writes wait beside
-// them): written by this agent, not on the primary as far as the outbox
-// knows.
-type ownReplies struct {
+// Replies are the event_append and event_ack calls in an outbox's
+// coordination lane, oldest first, every one of them (however many palace
+// writes wait beside them): written on this devbox, not on the primary as
+// far as the outbox knows. The edge's mailbox and `devbox-config mailbox`
+// read them alike (ReadReplies), so both count a queued reply as sent.
+type Replies struct {
 	// sent count as sent: queued, in flight, or held until the
 	// replication policy parses; each reaches the primary by itself.
 	sent []map[string]any
@@ -191,17 +187,13 @@ type stuckReply struct {
 	args map[string]any
 }
 
-// outboxReplies are the agent's replies in the outbox (none: no outbox,
-// or it cannot be read, logged).
-func (e *Edge) outboxReplies(ctx context.Context) ownReplies {
-	var out ownReplies
-	if e.outbox == nil {
-		return out
-	}
-	ops, err := e.outbox.PendingOn(ctx, catalogue.CoordinationLane)
+// ReadReplies reads the replies in ob (a read-only Store will do: it
+// writes nothing).
+func ReadReplies(ctx context.Context, ob *outbox.Store) (Replies, error) {
+	var out Replies
+	ops, err := ob.PendingOn(ctx, catalogue.CoordinationLane)
 	if err != nil {
-		e.log.Warn("the mailbox cannot see the replies still queued; it may show them as owed", "err", err)
-		return out
+		return out, err
 	}
 	for _, op := range ops {
 		var a map[string]any
@@ -214,12 +206,39 @@ func (e *Edge) outboxReplies(ctx context.Context) ownReplies {
 			out.sent = append(out.sent, a)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// Sent are the replies that count as sent: mailbox.WithPending's pending.
+func (r Replies) Sent() []map[string]any { return r.sent }
+
+// MarkStuck adds to the why of each of owed (agent's) that a stuck reply
+// would answer that it is stuck in the outbox, and where to see it.
+func (r Replies) MarkStuck(agent string, owed []mailbox.Item) {
+	stuck := r.stuckOn(agent, owed)
+	for i, it := range owed {
+		if op, ok := stuck[it.Event.ID]; ok {
+			owed[i].Why += "; " + stuckWhy(op)
+		}
+	}
+}
+
+// outboxReplies are the agent's replies in the outbox (none: no outbox,
+// or it cannot be read, logged).
+func (e *Edge) outboxReplies(ctx context.Context) Replies {
+	if e.outbox == nil {
+		return Replies{}
+	}
+	r, err := ReadReplies(ctx, e.outbox)
+	if err != nil {
+		e.log.Warn("the mailbox cannot see the replies still queued; it may show them as owed", "err", err)
+	}
+	return r
 }
 
 // stuckOn is, by ask id, the stuck reply that would answer each of owed
 // (the agent's), by the mailbox's own join.
-func (r ownReplies) stuckOn(agent string, owed []mailbox.Item) map[string]outbox.Op {
+func (r Replies) stuckOn(agent string, owed []mailbox.Item) map[string]outbox.Op {
 	if len(r.stuck) == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/doctor"
+	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
@@ -26,7 +29,9 @@ const mailboxHelp = `mailbox reads the primary's coordination log (MEMPALACE_REM
 MEMPALACE_REMOTE_TOKEN from the environment) and prints the events addressed to
 this agent that it has not answered with a terminal reply, oldest first, each
 with why it is owed. It is derived, not the status=open query: status is
-written once and never changes, so "open" keeps matching answered asks.
+written once and never changes, so "open" keeps matching answered asks. A
+reply of the agent's still queued in this devbox's edge outbox counts as
+sent, as the edge counts it (the outbox is read, never written or created).
 
 The agent is --agent, else <name>@<label> from MEMPALACE_AGENT_NAME (else
 MEMPALACE_EDGE_HARNESS) and MEMPALACE_ORIGIN_LABEL. --timeout defaults to
@@ -94,7 +99,8 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	defer cancel()
 	heard := &deviceHeard{}
 	token := ladder.TokenSource(mc.env)()
-	r, err := readMailbox(ctx, s.URL, token, mc.agent, mc.stream, mc.timeout, heard)
+	replies := mc.queuedReplies(ctx, s.Palace)
+	r, err := readMailbox(ctx, s.URL, token, mc.agent, mc.stream, mc.timeout, heard, replies.Sent())
 	if err != nil {
 		// What the primary said of an error is shown as the edge shows it:
 		// the token taken out, every escape and line break made printable.
@@ -108,6 +114,7 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	if w := heard.notOurs(mc.agent); w != "" {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w)) // the agents a gateway named
 	}
+	replies.MarkStuck(mc.agent, r.Owed)
 	for _, w := range r.Warnings {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
 	}
@@ -176,10 +183,31 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (ladder.EdgeSettings, error) {
 	return s, nil
 }
 
+// queuedReplies are the replies this devbox's edge still holds in its
+// outbox, which count as sent as the edge counts them: the outbox is
+// opened read only, and only when it exists (nothing is created). One
+// that cannot be read is warned of, and none are counted.
+func (mc *mailboxCmd) queuedReplies(ctx context.Context, palace string) edge.Replies {
+	path := doctor.OutboxPath(palace)
+	if fi, err := os.Stat(path); palace == "" || err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return edge.Replies{} // edge mode never ran on this palace
+	}
+	ob, err := outbox.OpenOptions(path, outbox.Options{Label: "mailbox", ReadOnly: true})
+	var r edge.Replies
+	if err == nil {
+		defer ob.Close()
+		r, err = edge.ReadReplies(ctx, ob)
+	}
+	if err != nil {
+		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(fmt.Sprintf("the replies queued in %s could not be read (%v): an ask one of them answers is listed as owed", path, err)))
+	}
+	return r
+}
+
 // readMailbox connects to the primary over Streamable HTTP (upstream's
 // POST-only JSON server and session-issuing servers alike) and derives
 // the owed set.
-func readMailbox(ctx context.Context, endpoint, token, agent, stream string, timeout time.Duration, heard *deviceHeard) (mailbox.Result, error) {
+func readMailbox(ctx context.Context, endpoint, token, agent, stream string, timeout time.Duration, heard *deviceHeard, pending []map[string]any) (mailbox.Result, error) {
 	httpc := &http.Client{Transport: bearerTransport{token: token, next: ladder.RefuseRedirects(http.DefaultTransport), heard: heard, until: ctx}, Timeout: timeout}
 	client := mcp.NewClient(&mcp.Implementation{Name: "devbox-config-mailbox", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{
@@ -205,8 +233,9 @@ func readMailbox(ctx context.Context, endpoint, token, agent, stream string, tim
 	if !found {
 		return mailbox.Result{}, errors.New("the primary has no " + mailbox.ListTool + " (MemPalace older than 3.7.0?)")
 	}
-	src := mailbox.NewToolSource(s.CallTool, tools)
-	return mailbox.Owed(ctx, src, agent, stream, 0)
+	// the edge's mailbox, with no view kept: an unreadable primary is an error
+	box := &mailbox.Mailbox{Src: mailbox.NewToolSource(s.CallTool, tools)}
+	return box.Owed(ctx, agent, stream, 0, pending)
 }
 
 // bearerTransport adds the token to every request; the token is never
