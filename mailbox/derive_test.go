@@ -526,3 +526,34 @@ func onStream(t *testing.T, e Event, stream string) Event {
 	e.Raw, e.Stream = raw, stream
 	return e
 }
+
+// A mailbox read for one stream says so, and how many are owed on the
+// others: a hook with a misspelled stream ("devbx") is not told an empty
+// mailbox. Before, the text was the one of a truly empty mailbox and the
+// tool's JSON said count 0 with no hint (outside tester, attack93 F7).
+func TestAStreamsMailboxSaysTheStreamAndTheOthers(t *testing.T) {
+	const peer = "pi@wide"
+	on := func(e Event, stream string) Event { return onStream(t, e, stream) }
+	src := &fakeSource{log: []Event{on(ev(1, "d1", peer, me, "", "open", ""), "devbox"), on(ev(2, "d2", peer, me, "", "open", ""), "devbox"), on(ev(3, "o1", peer, me, "", "open", ""), "ops")}}
+	for stream, want := range map[string]struct {
+		text  string
+		other int
+	}{
+		"devbx":  {`Nothing is owed by "` + me + `" on stream "devbx" (3 owed on other streams).`, 3},
+		"ops":    {`1 item is owed by "` + me + `" on stream "ops" (2 owed on other streams):`, 2},
+		"devbox": {`2 items are owed by "` + me + `" on stream "devbox" (oldest first; 1 owed on other streams):`, 1},
+		"":       {`3 items are owed by "` + me + `" (oldest first):`, 0},
+	} {
+		r, err := Owed(context.Background(), src, me, stream, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.SplitN(r.Text(), "\n", 2)[0]; got != want.text {
+			t.Errorf("stream %q: the text starts %q, want %q", stream, got, want.text)
+		}
+		b, _ := json.Marshal(r)
+		if r.OtherStreams != want.other || stream != "" && !strings.Contains(string(b), fmt.Sprintf(`"other_streams":%d`, want.other)) {
+			t.Errorf("stream %q: other_streams %d, want %d: %s", stream, r.OtherStreams, want.other, b)
+		}
+	}
+}

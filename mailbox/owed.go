@@ -23,6 +23,11 @@ type Result struct {
 	Count int `json:"count"`
 	// More counts owed items left out by limit.
 	More int `json:"more,omitempty"`
+	// Stream is the stream the asks were kept on ("": every stream), and
+	// OtherStreams how many are owed on the others (a misspelled stream
+	// is not read as an empty mailbox).
+	Stream       string `json:"stream,omitempty"`
+	OtherStreams int    `json:"other_streams,omitempty"`
 	// Degraded: the primary could not be read; this is the last view.
 	Degraded bool `json:"degraded,omitempty"`
 	// Age is how old the last view is (a Go duration, e.g. "4m10s").
@@ -94,7 +99,11 @@ func checkAgent(agent string) error {
 // ones merged).
 func build(evs []Event, agent, stream string, limit int) Result {
 	items, more := derive(evs, agent, stream, limit)
-	r := Result{Agent: agent, Owed: items, More: more}
+	r := Result{Agent: agent, Owed: items, More: more, Stream: stream}
+	if stream != "" {
+		all, _ := derive(evs, agent, "", 0)
+		r.OtherStreams = len(all) - len(items) - more
+	}
 	if r.Owed == nil {
 		r.Owed = []Item{}
 	}

@@ -80,7 +80,7 @@ func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&mc.agent, "agent", "", "whose mailbox (default: <harness>@<label> from the environment)")
-	f.StringVar(&mc.stream, "stream", "", "only the asks on this stream (answers on any stream count)")
+	f.StringVar(&mc.stream, "stream", "", "only the asks on this stream (answers on any stream count); the text says how many are owed on the others")
 	f.BoolVar(&mc.asJSON, "json", false, `print {"agent", "owed", "count"}`)
 	// 0: settle takes the ladder's timeout, so --help states one default
 	f.DurationVar(&mc.timeout, "timeout", 0, "give up on the primary after this long (default: MEMPALACE_EDGE_TIMEOUT, else 10s)")

@@ -118,6 +118,10 @@ func TestMailboxCommand(t *testing.T) {
 	if out, _ := cli(0, "mailbox", "--json", "--stream", "other"); !strings.Contains(out, `"count": 1`) {
 		t.Fatalf("--stream other: %s", out)
 	}
+	// a misspelled stream is not told as an empty mailbox (attack93 F7)
+	if out, _ := cli(0, "mailbox", "--stream", "devbx"); !strings.Contains(out, `Nothing is owed by "opencode@box" on stream "devbx" (1 owed on other streams).`) {
+		t.Fatalf("--stream devbx: %s", out)
+	}
 	// MemPalace keeps stream names trimmed; an empty one is a mistake
 	// (attack59 B5: " other " listed none, "" listed every stream)
 	if out, _ := cli(0, "mailbox", "--json", "--stream", " other "); !strings.Contains(out, `"count": 1`) {
