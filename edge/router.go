@@ -49,6 +49,10 @@ type primaryPalace interface {
 	// (gateway/deviceinfo); false before it answered, or when it
 	// advertises nothing (not a gateway).
 	Device() (deviceinfo.Info, bool)
+	// LastStatus is the HTTP status of the last answer (0: none): a
+	// gateway's 5xx carries its device header, but says its primary
+	// failed.
+	LastStatus() int
 	// RefreshDevice asks the primary again for what Device says; true:
 	// an answer came.
 	RefreshDevice(ctx context.Context) bool

@@ -75,6 +75,7 @@ func (s inProcessPrimary) Device() (deviceinfo.Info, bool) {
 	return s.device, s.device.ID != ""
 }
 func (s inProcessPrimary) RefreshDevice(context.Context) bool { return false }
+func (s inProcessPrimary) LastStatus() int                    { return 200 }
 func (s inProcessPrimary) ListTools(context.Context) ([]*mcp.Tool, error) {
 	line, err := s.pl.Handle(wire.Request("t-1", "tools/list", nil))
 	if err != nil {

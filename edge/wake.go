@@ -366,6 +366,9 @@ func (e *Edge) trustedNow(v owedView) owedView {
 // first read ended, the primary is known down (a refused connect, however
 // slow), or it answered: with its device header (what this device trusts
 // now) when the view has asks to filter, with a session when it has none.
+// A gateway's server error (503: the primary behind it failed) carries the
+// header too, but is no answer of the primary: the breaker it opens is
+// waited for.
 // It waits at most until the edge's start + wakeTrustWait (a hung
 // primary).
 func (e *Edge) awaitPrimary(ctx context.Context) {
@@ -380,7 +383,7 @@ func (e *Edge) awaitPrimary(ctx context.Context) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, ok := e.remote.Device(); ok || !e.remote.Up() || none && e.remote.Connected() {
+		if _, ok := e.remote.Device(); ok && e.remote.LastStatus() < 500 || !e.remote.Up() || none && e.remote.Connected() {
 			return
 		}
 		select {
