@@ -63,7 +63,7 @@ func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, e
 	if err != nil {
 		extra := map[string]any{"primary": e.remote.State()}
 		agent, stream, _, _ := mailbox.ParseArgs(c.argsMap(), e.cfg.Identity)
-		if kept := e.keptView(stream); kept != nil && agent == e.cfg.Identity {
+		if kept := e.keptView(ctx, stream); kept != nil && agent == e.cfg.Identity {
 			extra["kept_view"] = kept // the session's agent's, of the stream asked for: what its start told (wake.go)
 		}
 		return errorResult(err.Error(), extra), nil

@@ -162,17 +162,24 @@ func (e *Edge) firstReadCtx(ctx context.Context) (context.Context, func()) {
 
 // loadOwed starts from the view an earlier session kept.
 func (e *Edge) loadOwed(ctx context.Context) {
+	if v, ok := e.readKept(ctx); ok {
+		e.wk.mu.Lock()
+		e.wk.view = v // before watchOwed's first read: start runs this first
+		e.wk.mu.Unlock()
+	}
+}
+
+// readKept is the view kept in the outbox (ok false: none, or unreadable).
+func (e *Edge) readKept(ctx context.Context) (owedView, bool) {
+	var v owedView
 	if e.outbox == nil {
-		return
+		return v, false
 	}
 	s, err := e.outbox.Meta(ctx, e.wakeKey())
-	var v owedView
 	if err != nil || s == "" || json.Unmarshal([]byte(s), &v) != nil {
-		return // none kept (or unreadable): the first read makes one
+		return v, false // none kept (or unreadable): the first read makes one
 	}
-	e.wk.mu.Lock()
-	e.wk.view = v // before watchOwed's first read: start runs this first
-	e.wk.mu.Unlock()
+	return v, true
 }
 
 // refreshOwed reads the owed set, keeps the trusted asks as the view and
@@ -298,12 +305,18 @@ func (e *Edge) clearedBy(asks []owedAsk, reply map[string]any) []owedAsk {
 
 // keptView is the view for an answer that could not read the log: the
 // asks from senders trusted now, as last read, with when and why it is
-// not fresh (nil: no view, or no asks in it).
-func (e *Edge) keptView(stream string) map[string]any {
+// not fresh (nil: no view, or no asks in it). The view kept in the outbox
+// is read again first: another session of the agent on this devbox may
+// have answered asks since (answered), or read the log later.
+func (e *Edge) keptView(ctx context.Context, stream string) map[string]any {
 	if e.wk == nil {
 		return nil
 	}
+	kept, ok := e.readKept(ctx)
 	e.wk.mu.Lock()
+	if ok && !kept.At.Before(e.wk.view.At) {
+		e.wk.view = kept
+	}
 	v := e.trustedNow(e.wk.view)
 	e.wk.mu.Unlock()
 	var lines []string

@@ -2,15 +2,20 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
@@ -145,5 +150,39 @@ func TestAWakeBehindAGatewayAnswering503SaysThePrimaryIsNotReachable(t *testing.
 	e.wk.view = owedView{At: time.Now().Add(-time.Hour), Asks: []owedAsk{}}
 	if in := e.wakeInstructions(context.Background()); !strings.Contains(in, "not reachable now") || strings.Contains(in, "notes") {
 		t.Errorf("the session start behind a gateway answering 503 says\n%s", in)
+	}
+}
+
+// Two sessions of one agent on one devbox, the primary down: an ask
+// session B answers (its reply queued) leaves the view kept in the outbox
+// at once, and session A's mempalace_mailbox, answering from the kept
+// view, no longer offers it. Before, A answered from its own copy, read
+// at its start, and offered the ask B had answered (outside tester,
+// attack93 F5).
+func TestAKeptViewIsReadAgainForEachAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), outbox.FileName)
+	session := func() *Edge {
+		ob, err := outbox.Open(path, "desk-9b21", "edge-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ob.Close() })
+		e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0), outbox: ob}
+		e.loadOwed(ctx)
+		return e
+	}
+	first := session()
+	first.wk.view = owedView{At: time.Now().Add(-time.Minute), Asks: []owedAsk{
+		{ID: "evt_a", Line: "evt_a: task.request from pi@laptop: shared-c", Stream: "devbox", Sender: "pi@laptop"},
+		{ID: "evt_b", Line: "evt_b: task.request from pi@laptop: still owed", Stream: "devbox", Sender: "pi@laptop"},
+	}}
+	first.keepView(ctx)
+	a, b := session(), session()
+	b.answered(ctx, newCall(&mcp.CallToolParams{Name: "mempalace_event_ack", Arguments: map[string]any{"event_id": "evt_a", "from_agent": "opencode@edge-test", "status": "applied"}}))
+	kept := a.keptView(ctx, "")
+	if got := fmt.Sprint(kept["asks"]); strings.Contains(got, "evt_a") || !strings.Contains(got, "evt_b") {
+		t.Errorf("session A's kept view after session B answered evt_a: %v", got)
 	}
 }
