@@ -101,7 +101,12 @@ type Flusher struct {
 	// another edge on this palace killed mid-write while this one runs.
 	Adopt func(context.Context)
 
-	held      atomic.Pointer[lease] // nil: not held (mine)
+	held atomic.Pointer[lease] // nil: not held (mine)
+	// stalled: per lane (catalogue.Lane), the local_seq (int64) of the op
+	// whose send last ran out of its bound on a primary still up; the lane
+	// sends nothing else while that op waits for its next send
+	// (behindStalled).
+	stalled   sync.Map
 	lastPrune time.Time
 	// others: another edge process, still running, has intents or delete
 	// notes here; Run looks again within Lease, since its death rings no
@@ -226,12 +231,13 @@ func (f *Flusher) round(ctx context.Context) roundResult {
 	return out
 }
 
-// lane sends one lane's due ops, one at a time, until none is due.
+// lane sends one lane's due ops, one at a time, until none is due, or
+// only ops behind one whose send ran out of its bound are (behindStalled).
 func (f *Flusher) lane(ctx context.Context, lane catalogue.Lane) roundResult {
 	run := &flushRun{counts: map[string]map[string]int{}}
 	r := roundResult{wait: idle}
 	for ctx.Err() == nil {
-		op, wait, err := f.S.next(ctx, lane)
+		op, wait, err := f.due(ctx, lane)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.Log.Error("outbox read failed", "err", err)
@@ -308,12 +314,60 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	sctx, cancel := f.sendContext(ctx, f.sendBound(op))
 	res, err := f.send(sctx, run, op, ambiguous)
 	cut := err != nil && ctx.Err() != nil && sctx.Err() != nil
-	op.timedOut = err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded)
+	op.timedOut = err != nil && ranOut(sctx)
 	cancel()
+	if kind, _ := classify(res, err); op.timedOut {
+		f.stalled.Store(op.Lane, op.LocalSeq)
+	} else if Rules[kind].Class != Transient {
+		f.stalled.CompareAndDelete(op.Lane, op.LocalSeq) // answered: the primary files (or refuses) again
+	}
 	if cut && !errors.Is(err, ErrNotSent) {
 		return false // cut after it may have left (past the grace, or the lease lost): the op stays in flight, maybe applied next time
 	}
 	return f.settle(context.WithoutCancel(ctx), op, res, err) // an answer (in the grace too), or never sent: queued again
+}
+
+// ranOut reports whether a send's context sctx reached its deadline, not
+// cut (stopped, the lease lost): its Err may be nil still when the
+// connection's deadline (warmconn's) ended the send first.
+func ranOut(sctx context.Context) bool {
+	dl, _ := sctx.Deadline()
+	return !errors.Is(sctx.Err(), context.Canceled) && !time.Now().Before(dl)
+}
+
+// due is lane's next op to send (Store.next), none while the lane waits
+// behind its stalled op (behindStalled).
+func (f *Flusher) due(ctx context.Context, lane catalogue.Lane) (*Op, time.Duration, error) {
+	if stall, err := f.behindStalled(ctx, lane); err != nil || stall > 0 {
+		return nil, stall, err
+	}
+	return f.S.next(ctx, lane)
+}
+
+// behindStalled is how long lane waits for its op whose send last ran out
+// of its bound on a primary that still answers (stalled): until that op is
+// due again (its next send has twice the time); 0 once it is due, or has
+// left the queue, or a send of it was answered other than "not now". A
+// primary's write path can hang while it answers a ping (MemPalace
+// answers it outside the lock its writes hold), so the breaker stays
+// closed: this keeps such a hang to that one op, sent again as it comes
+// due, not every op behind it, each sent into the hang to run out of its
+// bound and be left maybe applied (review29 F1). On a slow link the ops
+// behind a write cut at its bound wait for it to get through.
+func (f *Flusher) behindStalled(ctx context.Context, lane catalogue.Lane) (time.Duration, error) {
+	v, ok := f.stalled.Load(lane)
+	if !ok {
+		return 0, nil
+	}
+	op, err := f.S.Get(ctx, v.(int64))
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && op.State != Queued && op.State != Inflight:
+		f.stalled.CompareAndDelete(lane, v)
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("outbox: the op a lane waits for: %w", err)
+	}
+	return max(op.NextAttemptAt.Sub(f.S.now()), 0), nil
 }
 
 // sendBound is how long one send of op may take: SendTimeout, doubled
