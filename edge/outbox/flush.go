@@ -314,7 +314,7 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	sctx, cancel := f.sendContext(ctx, f.sendBound(op))
 	res, err := f.send(sctx, run, op, ambiguous)
 	cut := err != nil && ctx.Err() != nil && sctx.Err() != nil
-	op.timedOut = err != nil && ranOut(sctx)
+	op.timedOut = err != nil && ranOut(sctx) && f.P.Up() // on a live primary, not an outage (the breaker opened)
 	cancel()
 	if kind, _ := classify(res, err); op.timedOut {
 		f.stalled.Store(op.Lane, op.LocalSeq)

@@ -119,7 +119,11 @@ func queuedAs(op Op) string { return cmp.Or(op.TokenDevice, op.OriginDevice) }
 func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
 	as := queuedAs(op)
 	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", as, dev)
-	ej, err := json.Marshal(map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()})
+	fields := map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()}
+	if n := FailureOf(op.Error).Timeouts; n > 0 {
+		fields["timeouts"] = n // an operator's retry sends it with the bound it had grown to (sendBound)
+	}
+	ej, err := json.Marshal(fields)
 	if err != nil {
 		ej = []byte(`{"kind":"` + OtherDevice.String() + `"}`) // a name JSON cannot encode; a retry asks the gateway again
 	}
