@@ -39,9 +39,11 @@ type URLTarget interface {
 //
 // The story of one round: hold the lease (renewing it while anything is
 // in flight); on each lane (palace writes, coordination writes) take the
-// oldest op no earlier pending op shares a causal key with, that is due;
-// send it with its record type's replay rule (replay.go); record what
-// happened by the failure table (failure.go); take the next. A round ends
+// oldest op no earlier pending op shares a causal key with, that is due
+// (none while one whose send ran out of its bound waits for its next
+// send: behindStalled); send it with its record type's replay rule
+// (replay.go); record what happened by the failure table (failure.go);
+// take the next. A round ends
 // when neither lane has anything due; the flusher then sleeps until the
 // next backoff is due, an enqueue, the doorbell or the primary's recovery.
 type Flusher struct {
