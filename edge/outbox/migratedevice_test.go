@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 type gatewayNaming struct {
 	dev     string
 	removed []string
+	refuse  bool // each write refused as written
 	mu      sync.Mutex
 	sent    []string
 }
@@ -27,6 +29,9 @@ func (g *gatewayNaming) Device(ctx context.Context) deviceinfo.Info {
 	return deviceinfo.Info{ID: g.dev, Removed: g.removed}
 }
 func (g *gatewayNaming) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	if g.refuse {
+		return map[string]any{"success": false, "error": "no such room"}, nil
+	}
 	var a struct{ Content string }
 	json.Unmarshal(args, &a) // a payload of the fixture's: an object
 	g.mu.Lock()
@@ -144,7 +149,7 @@ func TestAnOlderOutboxsOpsStampedWithAnotherEnvIDAreSent(t *testing.T) {
 // they are this token's, and are sent, not held as laptop's.
 func TestAWriteQueuedBeforeTheFirstAnswerUnderAStaleEnvDeviceIsSent(t *testing.T) {
 	t.Parallel()
-	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "laptop", "lap")
+	s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "laptop", Label: "lap", Token: func() string { return "laptop-2's token" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,5 +164,103 @@ func TestAWriteQueuedBeforeTheFirstAnswerUnderAStaleEnvDeviceIsSent(t *testing.T
 	}
 	if dead, err := s.List(ctx, 10, outbox.Dead); err != nil || len(dead) != 0 || len(g.sent) != 1 {
 		t.Errorf("sent %q; %d held (%v), want the write sent as laptop-2", g.sent, len(dead), err)
+	}
+}
+
+// Outside tester attack94 F4: a write queued under dev-z's token while
+// the edge never heard the gateway (no device recorded), dev-z then
+// removed and .env given dev-w's token, still naming dev-z. It was sent,
+// and stamped as dev-w, since O1's fix sent every op recording no device
+// unless it came from an older outbox. Now an op records the token it was
+// queued under: one queued under another token than .env's now is held,
+// dead (other-device), as dev-z's, until `retry` sends it as dev-w. One
+// queued under a token issued again to the same device is sent.
+func TestAWriteQueuedUnderARemovedDevicesTokenIsHeld(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		dev  string // the device the gateway names the new token
+		held bool
+	}{
+		"another device's token":      {"dev-w", true},
+		"the same device's new token": {"dev-z", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			token := "dev-z's token"
+			s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "dev-z", Label: "laptopz", Token: func() string { return token }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"written under dev-z's token"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := s.Stats(ctx); err != nil || len(st.QueuedAs) != 0 {
+				t.Errorf("the op counts as queued as %v (%v), want none: no device was heard", st.QueuedAs, err)
+			}
+			token = "the new token"
+			g := &gatewayNaming{dev: c.dev, removed: []string{"dev-z"}}
+			f := &outbox.Flusher{S: s, P: g}
+			if _, err := f.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get(ctx, op.LocalSeq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.held {
+				if got.State != outbox.Done || len(g.sent) != 1 {
+					t.Errorf("the op is %s, sent %q: want it sent", got.State, g.sent)
+				}
+				return
+			}
+			fail := outbox.FailureOf(got.Error)
+			if len(g.sent) != 0 || got.State != outbox.Dead || fail.Kind != outbox.OtherDevice || got.TokenDevice != "dev-z" || !strings.Contains(fail.Message, "another token") {
+				t.Fatalf("sent %q; the op is %s (%s: %s), queued as %q: want it held as dev-z's, queued under another token", g.sent, got.State, fail.Kind, fail.Message, got.TokenDevice)
+			}
+			if _, err := s.RetryAs(ctx, op.ID, func(context.Context) (string, error) { return "dev-w", nil }, false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(g.sent) != 1 {
+				t.Errorf("after retry, sent %q: want the write sent as dev-w", g.sent)
+			}
+		})
+	}
+}
+
+// A retry keeps the token an op was queued under: one refused, then
+// retried once .env has another device's token, is held, not sent as it.
+func TestARetriedOpKeepsTheTokenItWasQueuedUnder(t *testing.T) {
+	t.Parallel()
+	token := "dev-z's token"
+	s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "dev-z", Label: "laptopz", Token: func() string { return token }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"written under dev-z's token"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayNaming{dev: "dev-z", refuse: true}
+	f := &outbox.Flusher{S: s, P: g}
+	if _, err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	token, g.dev, g.refuse = "dev-w's token", "dev-w", false
+	if _, err := s.Retry(ctx, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, op.LocalSeq); err != nil || len(g.sent) != 0 || outbox.FailureOf(got.Error).Kind != outbox.OtherDevice {
+		t.Errorf("sent %q; the op is %s (%s, %v): want it held as dev-z's", g.sent, got.State, outbox.FailureOf(got.Error).Kind, err)
 	}
 }

@@ -87,7 +87,8 @@ type Op struct {
 	// the op was queued, as last heard for the token it is queued with
 	// (KeepDeviceSeen; "": no gateway answer heard under it yet, or none
 	// behind the primary). An op whose TokenDevice the gateway no longer
-	// names the token is held, and so is one from before ops recorded it
+	// names the token is held, and so is one recording none queued under
+	// another token (queuedUnder), or one from before ops recorded it
 	// (premigration) whose OriginDevice the gateway lists as removed
 	// (otherdevice.go).
 	TokenDevice string `json:"token_device,omitempty"`
@@ -95,6 +96,9 @@ type Op struct {
 	// TokenDevice, and the migration found no device heard to record
 	// (queuedAsSeen; token_device is unrecorded in the file).
 	premigration bool
+	// queuedUnder: with TokenDevice "", the fingerprint of the token the
+	// op was queued under (tokenPrint; "": none known).
+	queuedUnder string
 	// unnamed are the diary entry ids an attempt's payload names whose
 	// copy on the primary is not known (primaryIDs): a delete the primary
 	// answers "Drawer not found" may not have reached the entry.
@@ -269,7 +273,7 @@ func (s *Store) newOp(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Wri
 	if err := tx.QueryRowContext(ctx, queuedAsID, s.deviceSeenKey(), MetaDeviceSeen).Scan(&device); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	op := Op{TokenDevice: device, LocalSeq: seq, ID: NewOpID(), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
+	op := Op{TokenDevice: device, queuedUnder: s.tokenPrint(), LocalSeq: seq, ID: NewOpID(), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
 		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
 	switch {
 	case w.Intent:
@@ -297,7 +301,7 @@ func (s *Store) insertOp(ctx context.Context, tx *sql.Tx, op Op, dedupe string, 
 		owner = s.owner
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at, owner, token_device)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, op.LocalSeq, op.ID, dedupe, s.device, s.label, op.Tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner, op.TokenDevice)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, op.LocalSeq, op.ID, dedupe, s.device, s.label, op.Tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner, op.tokenColumn())
 	if err != nil {
 		return err
 	}

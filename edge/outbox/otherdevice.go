@@ -38,19 +38,59 @@ const queuedAsID = `SELECT COALESCE(
 	'')`
 
 // deviceSeenKey is the meta key of the device id the gateway last named
-// the token under: keyed by the token (a hash prefix, never the token),
-// which is what the gateway names, so a write made with the devbox's own
-// token while MEMPALACE_ORIGIN_DEVICE still names another id is queued
-// as the token's device (attack80 F2); by the outbox's device when no
-// token is known.
+// the token under: keyed by the token (tokenPrint), which is what the
+// gateway names, so a write made with the devbox's own token while
+// MEMPALACE_ORIGIN_DEVICE still names another id is queued as the token's
+// device (attack80 F2); by the outbox's device when no token is known.
 func (s *Store) deviceSeenKey() string {
-	if s.token != nil {
-		if tok := s.token(); tok != "" {
-			sum := sha256.Sum256([]byte(tok))
-			return deviceSeenUnder + "token:" + hex.EncodeToString(sum[:8])
-		}
+	if p := s.tokenPrint(); p != "" {
+		return deviceSeenUnder + "token:" + p
 	}
 	return deviceSeenUnder + s.device
+}
+
+// tokenPrint is the token's fingerprint, a hash prefix, never the token
+// ("": no token known).
+func (s *Store) tokenPrint() string {
+	if s.token == nil {
+		return ""
+	}
+	tok := s.token()
+	if tok == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:8])
+}
+
+// underToken prefixes the token_device of an op queued before the
+// gateway named its token (TokenDevice ""): the fingerprint of the token
+// it was queued under (Op.queuedUnder). Like unrecorded, no device id.
+const underToken = "?token:"
+
+// setTokenColumn reads ops' token_device into o.
+func (o *Op) setTokenColumn(v string) {
+	switch {
+	case v == unrecorded:
+		o.premigration = true
+	case strings.HasPrefix(v, underToken):
+		o.queuedUnder = strings.TrimPrefix(v, underToken)
+	default:
+		o.TokenDevice = v
+	}
+}
+
+// tokenColumn is ops' token_device of o (setTokenColumn's inverse).
+func (o Op) tokenColumn() string {
+	switch {
+	case o.TokenDevice != "":
+		return o.TokenDevice
+	case o.premigration:
+		return unrecorded
+	case o.queuedUnder != "":
+		return underToken + o.queuedUnder
+	}
+	return ""
 }
 
 // KeepDeviceSeen keeps the gateway's Devbox-Config-Device header
@@ -84,16 +124,20 @@ type DeviceTarget interface {
 
 // otherDevice is the device the gateway names this token when op is not
 // to be sent as it ("": send it): the gateway named the token another
-// when op was queued, or, for an op of an outbox an older edge kept
-// without recording it (Op.premigration), the device op was stamped with
-// is one the gateway lists as removed (a removed device's writes in a
-// devbox upgraded and given another device's token, attack83 F6; ids
+// when op was queued; or op was queued before this edge heard the gateway
+// name its token, under another token than the one .env gives now
+// (Op.queuedUnder: a removed device's write, its devbox given another
+// device's token, attack94 F4); or, for an op of an outbox an older edge
+// kept without recording either (Op.premigration), the device op was
+// stamped with is one the gateway lists as removed (attack83 F6; ids
 // compared as the gateway does, case aside, among the latest 32 removals
-// the header names). An op queued before this edge heard any is the
-// token's, sent, whatever .env says (review28 O1). Otherwise what .env
-// says (MEMPALACE_ORIGIN_DEVICE) plays no part: only the gateway's word. A join's ops are never held:
-// --origin-device may name another device on purpose (an admin joining
-// for it), and the gateway decides that.
+// the header names). An op queued before this edge heard any, under the
+// token it has now, is the token's, sent, whatever .env says (review28
+// O1). An op stamped with the device the gateway names the token now is
+// sent (a token issued again to the same device). Otherwise what .env
+// says (MEMPALACE_ORIGIN_DEVICE) plays no part: only the gateway's word.
+// A join's ops are never held: --origin-device may name another device on
+// purpose (an admin joining for it), and the gateway decides that.
 func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 	dt, ok := f.P.(DeviceTarget)
 	if !ok || f.History || queuedAs(op) == "" {
@@ -102,7 +146,11 @@ func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 	dctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
 	defer cancel()
 	in := dt.Device(dctx)
-	if in.ID != "" && in.ID != queuedAs(op) && (op.TokenDevice != "" || op.premigration && slices.ContainsFunc(in.Removed, func(id string) bool { return strings.EqualFold(id, op.OriginDevice) })) {
+	if in.ID == "" || in.ID == queuedAs(op) {
+		return ""
+	}
+	removed := op.premigration && slices.ContainsFunc(in.Removed, func(id string) bool { return strings.EqualFold(id, op.OriginDevice) })
+	if op.TokenDevice != "" || removed || op.queuedUnder != "" && op.queuedUnder != f.S.tokenPrint() {
 		return in.ID
 	}
 	return ""
@@ -119,6 +167,9 @@ func queuedAs(op Op) string { return cmp.Or(op.TokenDevice, op.OriginDevice) }
 func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
 	as := queuedAs(op)
 	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", as, dev)
+	if op.TokenDevice == "" && op.queuedUnder != "" {
+		msg = fmt.Sprintf("queued under another token, as device %s; the gateway names this token %s: not sent", as, dev)
+	}
 	fields := map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()}
 	if n := FailureOf(op.Error).Timeouts; n > 0 {
 		fields["timeouts"] = n // an operator's retry sends it with the bound it had grown to (sendBound)

@@ -53,17 +53,15 @@ func queryAll[T any](ctx context.Context, db querier, scan func(rowScanner) (T, 
 
 func scanOp(row rowScanner) (Op, error) {
 	var o Op
-	var payload string
+	var payload, tokenDevice string
 	var next, created int64
 	var flushed sql.NullInt64
 	var errJSON, resJSON sql.NullString
 	if err := row.Scan(&o.LocalSeq, &o.ID, &o.OriginDevice, &o.OriginLabel, &o.Tool, &payload, &o.Wing, &o.Lane, &o.Ordinal, &o.State, &o.Attempts, &o.Refusals,
-		&next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied, &o.Resend, &o.TokenDevice); err != nil {
+		&next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied, &o.Resend, &tokenDevice); err != nil {
 		return Op{}, err
 	}
-	if o.TokenDevice == unrecorded {
-		o.TokenDevice, o.premigration = "", true
-	}
+	o.setTokenColumn(tokenDevice)
 	o.Payload = json.RawMessage(payload)
 	o.NextAttemptAt, o.CreatedAt = time.UnixMilli(next), time.UnixMilli(created)
 	if flushed.Valid {
@@ -257,7 +255,7 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	if err := rekey(ctx, tx, o); err != nil {
 		return Op{}, fmt.Errorf("op %s: %w", o.Short(), err)
 	}
-	if device != o.TokenDevice {
+	if device != o.tokenColumn() {
 		// Sent as another device, it names the one it was first queued as
 		// (QueuedAsFrom), so a gateway's ledger files it once whichever
 		// machine sends it (a copy of this outbox, under that device).
@@ -279,14 +277,15 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	return s.Get(ctx, o.LocalSeq)
 }
 
-// retryDevice is the device RetryAs sends o as: the one it was queued as,
-// or, for an op held as queued under another device (or, forced, one
-// still queued as the device it was: a copy's op no flush has held yet,
-// attack80 F3: it said "queued to be sent again", and the next flush held
-// it again), the token's now.
+// retryDevice is the device RetryAs sends o as, as ops' token_device: the
+// one it was queued as (under the token it was: tokenColumn), or, for an
+// op held as queued under another device (or, forced, one still queued as
+// the device it was: a copy's op no flush has held yet, attack80 F3: it
+// said "queued to be sent again", and the next flush held it again), the
+// token's now.
 func (s *Store) retryDevice(ctx context.Context, o Op, tokenDevice func(context.Context) (string, error), force bool) (string, error) {
 	if !(o.State == Dead && FailureOf(o.Error).Kind == OtherDevice || force && o.State == Queued && o.TokenDevice != "") {
-		return o.TokenDevice, nil
+		return o.tokenColumn(), nil
 	}
 	if err := s.refuseBeforeCopy(ctx, o, force); err != nil {
 		return "", err
@@ -955,7 +954,7 @@ func (s *Store) queuedAs(ctx context.Context, below int64) (map[string]int, erro
 		n      int
 	}
 	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.device, &c.n); return },
-		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device NOT IN ('', ?) AND local_seq<? GROUP BY token_device`, unrecorded, below)
+		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device<>'' AND token_device NOT GLOB '[?]*' AND local_seq<? GROUP BY token_device`, below)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
