@@ -55,7 +55,7 @@ func (j *joining) drain(ctx context.Context) {
 	}
 	stop := j.watch(ctx)
 	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: j.outboxCmd("list", "")}
-	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
+	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, settledOps(st))...)
 	stop()
 	stuck := j.stuck(context.WithoutCancel(ctx))
 	j.rep.Failed = append(j.rep.Failed, stuck...)
@@ -86,17 +86,21 @@ func (j *joining) connect() {
 }
 
 // send drains with f until nothing sendable is left, the primary refuses
-// the token or accepts nothing for o.Stall, or ctx ends.
+// the token or accepts nothing for o.Stall, or ctx ends. done is the ops
+// settled before it (settledOps).
 func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failure {
 	var failed []Failure
 	lastProgress := time.Now()
+	if !j.sent.quiet.IsZero() {
+		lastProgress = j.sent.quiet // a look-up already waited for it: the stall is the run's, not the drain's
+	}
 	for ctx.Err() == nil {
 		f.Drain(ctx) // an error is another process holding the lease: it sends, we wait
 		st, err := j.store.Stats(ctx)
 		if err != nil {
 			return append(failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		}
-		if d := st.ByState[outbox.Done] + st.ByState[outbox.Dead] + st.ByState[outbox.InDoubt]; d != done {
+		if d := settledOps(st); d != done {
 			done, lastProgress = d, time.Now()
 		}
 		left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight]
@@ -109,6 +113,7 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 		if s := j.primary.State(); s == "unauthorized" {
 			return append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token; %d records stay queued for the next run: %s", left, tokenFix)})
 		} else if time.Since(lastProgress) > j.o.Stall {
+			j.sent.quiet = lastProgress // the look-ups after it do not wait for it again
 			return append(failed, Failure{Kind: "primary", Record: "connection", Error: fmt.Sprintf("the primary accepted nothing for %s (%s); %d records stay queued: run devbox-config join again to resume (run devbox-config doctor to find why: it checks the primary, and a gateway's upstream behind it)", j.o.Stall, s, left)})
 		}
 		select {
@@ -117,6 +122,12 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 		}
 	}
 	return failed
+}
+
+// settledOps counts the ops settled (sent, refused or in doubt): one more
+// is the drain's progress.
+func settledOps(st outbox.Stats) int {
+	return st.ByState[outbox.Done] + st.ByState[outbox.Dead] + st.ByState[outbox.InDoubt]
 }
 
 // allWaiting reports whether every op left waits behind another on its

@@ -211,12 +211,15 @@ func (c countingPrimary) Ledger(ctx context.Context) (bool, error) {
 // verification), waiting for up to stall both a gateway's read rate
 // (-32029) before a refusal is the call's answer and the primary's
 // breaker (tripped by a failed call, as by an answer too large to take)
-// before a call it would refuse unsent. A breaker that stays open for
-// stall is not waited for again until the primary is back.
+// before a call it would refuse unsent. Once the run has found the
+// primary accepting nothing for stall (a call waited that long for its
+// breaker, or the drain gave up: quiet), no call waits for the breaker
+// again until the primary is back: the run gives up once, not once a
+// phase (attack94 F3: a hung primary held a join twice the stall).
 type callerOf struct {
 	p     outbox.Primary
 	stall time.Duration
-	down  bool // the breaker stayed open for stall
+	quiet time.Time // since when the primary accepted nothing, as the run found it (zero: it did not)
 }
 
 func (c *callerOf) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
@@ -227,8 +230,13 @@ func (c *callerOf) Call(ctx context.Context, tool string, args map[string]any) (
 	began, wait := time.Now(), 20*time.Millisecond
 	for {
 		up := c.p.Up()
-		if up || c.down || time.Since(began) > c.stall {
-			c.down = !up
+		if up || !c.quiet.IsZero() || time.Since(began) > c.stall {
+			switch {
+			case up:
+				c.quiet = time.Time{}
+			case c.quiet.IsZero():
+				c.quiet = began
+			}
 			res, err := c.p.Call(ctx, tool, b)
 			var rpc *outbox.RPCError
 			if !errors.As(err, &rpc) || rpc.Code != ledger.CodeRateLimited || time.Since(began) > c.stall {

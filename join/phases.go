@@ -58,7 +58,7 @@ type joining struct {
 	cp            TargetState          // this target's checkpoint, as it goes
 	primary       *edge.Primary        // set by connect
 	flush         countingPrimary      // the primary as the flusher sends to it
-	sent          Caller               // the primary, counted
+	sent          *callerOf            // the primary, counted
 	final         map[string]outbox.Op // the ops after the drain, by id
 	targets       []verifyTarget       // sent or found: verifiable by content
 	wrote         []writtenRecord      // sent by this run with no server guard

@@ -1,0 +1,67 @@
+package join
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// A join against a primary that hangs (it takes the connection and never
+// answers: a SIGSTOPped gateway), after one whose writes it refused, gives
+// up within the documented stall (and a call timeout or two), not one stall
+// in the look-ups of the refused drawers and another in the drain (attack94
+// F3: 55-67 s for the documented 30).
+func TestAJoinAgainstAHungPrimaryGivesUpOnce(t *testing.T) {
+	t.Parallel()
+	pr, gw, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write"}})
+	up, err := url.Parse(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: up.Scheme, Host: up.Host})
+	var hung atomic.Bool
+	release := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hung.Load() {
+			select { // accept, and never answer
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		r.Host = up.Host
+		fwd.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	defer close(release)
+	p := newPalace(t)
+	for i := range 3 {
+		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": fmt.Sprintf("entry %d", i)})
+	}
+	for i := range 2 {
+		p.do(t, "add_drawer", map[string]any{"wing": "other", "room": "notes", "content": fmt.Sprintf("not writable %d", i)})
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = front.URL+up.Path, func() string { return tokens["desk-9b21"] }
+	if rep := run(t, c, Options{}); rep.NotTried != 0 || len(rep.Failed) != 5 {
+		t.Fatalf("the first join, its writes refused: not tried %d, failed %+v", rep.NotTried, rep.Failed)
+	}
+
+	hung.Store(true)
+	c.Timeout = 300 * time.Millisecond
+	const stall = 3 * time.Second
+	rep := run(t, c, Options{Stall: stall})
+	// Before: a stall in the look-ups, and another in the drain (its
+	// clock restarted by the refused ops it found settled): 6.9 s.
+	if took := rep.Seconds["queue"] + rep.Seconds["send"]; took > (stall + 5*c.Timeout).Seconds() {
+		t.Errorf("the join waited %.1f s for a primary that accepts nothing, want the stall (%s) and a few call timeouts (%s), once", took, stall, c.Timeout)
+	}
+}
