@@ -33,6 +33,10 @@ func (j *joining) drain(ctx context.Context) {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		return
 	}
+	if j.tries, err = j.attempts(ctx); err != nil {
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
+		return
+	}
 	total := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight]
 	if total == 0 {
 		j.rep.Failed = append(j.rep.Failed, j.stuck(ctx)...)
@@ -149,6 +153,16 @@ func (j *joining) allWaiting(ctx context.Context, st outbox.Stats) bool {
 	return true
 }
 
+// attempts are the attempts of the ops to send, by op id.
+func (j *joining) attempts(ctx context.Context) (map[string]int, error) {
+	ops, err := j.store.List(ctx, 1<<30, outbox.Queued, outbox.Inflight)
+	n := map[string]int{}
+	for _, op := range ops {
+		n[op.ID] = op.Attempts
+	}
+	return n, err
+}
+
 // outboxCmd is the `devbox-config edge outbox SUB --join [ID]` command
 // that acts on this join's outbox, as it works where it is printed
 // (Config.OutboxEnv first).
@@ -162,7 +176,9 @@ func (j *joining) outboxCmd(sub, id string) string {
 
 // stuck reports the ops that wait for an operator: refused (dead) or in
 // doubt, each with the command that shows them. Those of wings --wing
-// leaves out are not this run's: a note counts them.
+// leaves out are not this run's: a note counts them. Those present could
+// not ask the primary about are counted not tried (settle), not named
+// with an earlier run's refusal.
 func (j *joining) stuck(ctx context.Context) []Failure {
 	ops, err := j.store.List(ctx, 1<<30, outbox.Dead, outbox.InDoubt)
 	if err != nil {
@@ -171,6 +187,9 @@ func (j *joining) stuck(ctx context.Context) []Failure {
 	var failed []Failure
 	others := 0
 	for _, op := range ops {
+		if j.unasked[op.ID] {
+			continue
+		}
 		if slices.Contains(j.man.Narrowed, op.Wing) {
 			others++
 			continue

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,8 +18,12 @@ import (
 // answers: a SIGSTOPped gateway), after one whose writes it refused, gives
 // up within the documented stall (and a call timeout or two), not one stall
 // in the look-ups of the refused drawers and another in the drain (attack94
-// F3: 55-67 s for the documented 30).
-func TestAJoinAgainstAHungPrimaryGivesUpOnce(t *testing.T) {
+// F3: 55-67 s for the documented 30). What it did not try says so, and is
+// counted: the records an earlier run saw refused and this one requeued,
+// not tried now, are not reported with that earlier refusal as if refused
+// now, and the diary entries behind one of them are counted with it
+// (attack94 F2: not_tried 0, the head "not sent yet (queued): refused").
+func TestAJoinAgainstAHungPrimaryGivesUpOnceAndCountsWhatItDidNotTry(t *testing.T) {
 	t.Parallel()
 	pr, gw, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write"}})
 	up, err := url.Parse(gw)
@@ -63,5 +68,20 @@ func TestAJoinAgainstAHungPrimaryGivesUpOnce(t *testing.T) {
 	// clock restarted by the refused ops it found settled): 6.9 s.
 	if took := rep.Seconds["queue"] + rep.Seconds["send"]; took > (stall + 5*c.Timeout).Seconds() {
 		t.Errorf("the join waited %.1f s for a primary that accepts nothing, want the stall (%s) and a few call timeouts (%s), once", took, stall, c.Timeout)
+	}
+	counted := ""
+	for _, f := range rep.Failed {
+		switch {
+		case f.Kind == "records" && f.Record == "not tried":
+			counted = f.Error
+		case f.Kind == "primary" && f.Record == "connection":
+		case strings.Contains(f.Error, "refused"):
+			t.Errorf("an earlier run's refusal, as if this run's: %s %s: %s", f.Kind, f.Record, f.Error)
+		default: // one not tried for the run's reason: counted, not a line each
+			t.Errorf("a line of its own: %s %s: %s", f.Kind, f.Record, f.Error)
+		}
+	}
+	if rep.NotTried != 5 || !strings.HasPrefix(counted, "5: the primary was unreachable") {
+		t.Errorf("want the 5 records not tried counted, the primary unreachable: not_tried %d, %q; failed %+v", rep.NotTried, counted, rep.Failed)
 	}
 }

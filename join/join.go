@@ -130,9 +130,10 @@ type Report struct {
 	// NotTried: the records the run left queued without trying them, for
 	// the reason that ended it (the primary unreachable, or refusing the
 	// token; the run stopped), with those waiting only behind such a
-	// record; Failed counts them in words, one line for the reason. A
-	// record behind a refused or in-doubt op is not among them: Failed
-	// names it and the op.
+	// record; Failed counts them in words, one line for the reason. One an
+	// earlier run saw refused is among them when this run did not try it
+	// (nor could ask the primary for it). A record behind an op refused or
+	// in doubt now is not: Failed names it and the op.
 	NotTried int `json:"not_tried"`
 
 	Target string `json:"target"`

@@ -68,6 +68,12 @@ type joining struct {
 	landed  map[string]string
 	diaries map[string]bool // diary wings to list on the primary
 	left    int             // ops still queued after the drain
+	// tries are the attempts of the ops to send as the drain began, by op
+	// id: one with no more after it was not tried by this run (triedNow).
+	tries map[string]int
+	// unasked are the ops of the records present could not ask the
+	// primary about for the run's reason (planned.unasked), by op id.
+	unasked map[string]bool
 }
 
 // planned is one write of the plan and what earlier runs did with it.
@@ -77,6 +83,10 @@ type planned struct {
 	had  bool // queued or sent by an earlier run
 	sent bool // settled by an earlier run
 	held bool // not queued: present found it on the primary by its local id
+	// unasked is why present could not ask the primary for it, the
+	// primary unreachable or refusing the token (held, not tried): "" when
+	// it asked.
+	unasked string
 }
 
 // requeue reports a write this run queues: none was queued before, or the
@@ -97,7 +107,7 @@ func (p planned) deleted() bool {
 // join cannot start) and starts the local palace's server, unless the run
 // only resumes what an interrupted one queued.
 func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
-	j := &joining{cfg: cfg.withDefaults(), o: o, log: cfg.Log, target: Target(cfg.URL), stopLocal: func() {}, began: time.Now()}
+	j := &joining{cfg: cfg.withDefaults(), o: o, log: cfg.Log, target: Target(cfg.URL), stopLocal: func() {}, began: time.Now(), unasked: map[string]bool{}}
 	j.rep = newReport(j.target)
 	j.rep.VerifySeed = o.Seed
 	j.rep.DryRun = o.DryRun // a dry run that fails early says so too
@@ -729,6 +739,8 @@ func (j *joining) settle(ctx context.Context) {
 	for _, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
+		case pl.unasked != "":
+			left = append(left, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: pl.unasked})
 		case pl.held: // present settled it
 		case !ok: // failed to queue: already reported
 		case op.State == outbox.Done && len(op.Error) == 0:
@@ -793,39 +805,71 @@ func (j *joining) restoredEntries(ctx context.Context, gone []planned) {
 // notSent says why an op the drain left is not on the primary yet, and
 // what the next join does about it. kind is its record's.
 func (j *joining) notSent(ctx context.Context, op outbox.Op, kind string) string {
-	const again = "; run devbox-config join again to resume"
 	switch {
 	case op.MaybeApplied || failedAs(op) == outbox.Lost:
 		return "sent, but its answer was lost (" + errText(op.Error) + "): it may be on the primary already; the next join looks it up first and sends it only if it is not there"
 	case j.primary != nil && j.primary.State() == "unauthorized":
-		return notTriedWords + "the primary refused the token" + again // an earlier run's error is not this run's
-	case len(op.Error) != 0:
-		return "not sent yet (" + op.State.String() + "): " + errText(op.Error) + again
+		return j.runReason() // an earlier run's error is not this run's
+	case len(op.Error) != 0 && j.triedNow(op):
+		return "not sent yet (" + op.State.String() + "): " + errText(op.Error) + againWords
 	}
 	if b, ok := j.heldBy(context.WithoutCancel(ctx), op); ok {
-		return notTriedWords + waitsWords + b.Short() + sameKey(kind) + again
+		return notTriedWords + waitsWords + b.Short() + sameKey(kind) + againWords
 	}
+	return j.runReason()
+}
+
+// runReason is the failure of a record the run did not try, for the
+// reason the run has: the primary refusing the token or unreachable (the
+// primary's own line says why), or the run stopped.
+func (j *joining) runReason() string {
 	why := "the join was stopped"
-	if j.primary != nil && j.primary.State() != "up" {
-		why = "the primary was unreachable" // the primary's own line says why
+	if j.primary != nil {
+		switch s := j.primary.State(); {
+		case s == "unauthorized":
+			why = "the primary refused the token"
+		case s != "up":
+			why = "the primary was unreachable"
+		}
 	}
-	return notTriedWords + why + again
+	return notTriedWords + why + againWords
+}
+
+// triedNow reports an op this run sent (an earlier run's error on one it
+// did not is not this run's: attack94 F2). Without the drain's count of
+// its attempts, it was.
+func (j *joining) triedNow(op outbox.Op) bool {
+	n, ok := j.tries[op.ID]
+	return !ok || op.Attempts > n
 }
 
 // heldBy is the op that holds op back (refused, in doubt, held, or
-// tried and failed: its answer lost, its send cut, an error), following
-// the ops before it on a shared causal key past those never tried; false
-// when the first is only queued, not tried for the run's own reason (the
-// primary unreachable, the run stopped), as op is, and counted with it
-// (attack91 F3: a line each for 499 diary entries behind one not tried).
+// tried by this run and failed: its answer lost, its send cut, an error),
+// following the ops before it on a shared causal key past those this run
+// did not try; false when the first is only queued, not tried for the
+// run's own reason (the primary unreachable, the run stopped), as op is,
+// and counted with it (attack91 F3: a line each for 499 diary entries
+// behind one not tried; attack94 F2: behind one an earlier run saw
+// refused, requeued and not tried now).
 // An op tried that failed is named, not passed over: the records behind
 // it read "not tried: the join was stopped" (review29 F2).
 func (j *joining) heldBy(ctx context.Context, op outbox.Op) (outbox.Op, bool) {
 	b, waits, err := j.store.Blocker(ctx, op)
-	for err == nil && waits && b.State == outbox.Queued && len(b.Error) == 0 && !b.MaybeApplied {
+	for err == nil && waits && j.untried(b) {
 		b, waits, err = j.store.Blocker(ctx, b) // an earlier op each time: it ends
 	}
 	return b, err == nil && waits // a failed look-up: the run's reason, as before a blocker was looked up
+}
+
+// untried: op is one this run did not try for its own reason, and no
+// earlier run's send of it may have landed: queued (an earlier run's
+// error on it is not this run's), or refused before and not asked about
+// now (present could not reach the primary).
+func (j *joining) untried(op outbox.Op) bool {
+	if op.MaybeApplied || failedAs(op) == outbox.Lost {
+		return false
+	}
+	return op.State == outbox.Queued && (len(op.Error) == 0 || !j.triedNow(op)) || op.State == outbox.Dead && j.unasked[op.ID]
 }
 
 // sameKey is what a record of kind shares with the op it waits for
@@ -841,10 +885,11 @@ func sameKey(kind string) string {
 }
 
 // notTriedWords begin the failure of a record a run did not try;
-// waitsWords follow them for one behind another op.
+// waitsWords follow them for one behind another op; againWords end it.
 const (
 	notTriedWords = "not tried: "
 	waitsWords    = "it waits for op "
+	againWords    = "; run devbox-config join again to resume"
 )
 
 // notTried is failed with the records not tried for one reason (the

@@ -107,6 +107,11 @@ func (j *joining) found(ctx context.Context, p *planned, res map[string]any, err
 		return // the real run sends it
 	case err != nil && p.deleted():
 		return // not known to be back: still counted deleted, as the run before counted it
+	case err != nil && !j.o.DryRun && j.primary.State() != "up":
+		p.unasked = j.runReason() // counted with the run's others (settle)
+		if p.had {
+			j.unasked[p.op.ID] = true
+		}
 	case err != nil:
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
 	case str(res, "content") != p.rec.Content && !plain:
