@@ -687,7 +687,7 @@ func (s *Server) readBody(x *exchange, d *Device) ([]byte, bool) {
 		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize, int64(len(body)))
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return refuse(http.StatusRequestTimeout, -32600, fmt.Sprintf("Request Timeout: the body did not arrive within %s", within), ruleRead, 0)
+		return refuse(http.StatusRequestTimeout, ledger.CodeBodyTimeout, lateBody(x.r.ContentLength, within), ruleRead, 0)
 	}
 	if err != nil {
 		return refuse(http.StatusBadRequest, -32700, "Parse error", ruleRead, 0)
@@ -705,6 +705,16 @@ const (
 	bodyGrace = 10 * time.Second
 	bodyRate  = 64 << 10 // bytes a second
 )
+
+// lateBody says that a body of n bytes (-1: not declared) did not arrive
+// within its time, what that floor is, and what gets such a write through.
+func lateBody(n int64, within time.Duration) string {
+	size := "its length not declared"
+	if n >= 0 {
+		size = fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("devbox-config gateway: Request Timeout: the body (%s) did not arrive within %s, the gateway's floor of 10 s plus its length at 64 KiB/s (512 kbit/s), which no setting raises: not read, nothing applied. Over a link slower than that a write this big never arrives in time: send it over a faster link, or write it smaller", size, within.Round(time.Millisecond))
+}
 
 // bodyTime is how long a body of n bytes (-1: not declared, as chunked:
 // MaxBody's) may take to arrive.

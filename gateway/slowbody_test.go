@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // stalled sends head (a request line and headers) and the first bytes of
@@ -186,5 +189,42 @@ func TestADeviceHasABoundedNumberOfRequestsInFlight(t *testing.T) {
 	}
 	if status, _ := g.post(g.tokens["desk-9b21"], `{"jsonrpc":"2.0","id":1,"method":"ping"}`); status != http.StatusOK {
 		t.Errorf("another device's ping meanwhile: %d", status)
+	}
+}
+
+// A body that did not arrive within its time is answered as not applied,
+// in a code an edge's outbox takes as "not now" (ledger.CodeBodyTimeout),
+// with the floor and the fix named: before, it was -32600, which an edge
+// takes as a strict parse's refusal of the write as written, and the op
+// (a big checkpoint over a slow uplink) was dead at once (attack94 F5).
+func TestALateBodyIsAnsweredNotApplied(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.srv.bodyGrace = 300 * time.Millisecond
+	pr, pw := io.Pipe() // never written: the body stops after its first bytes
+	defer pw.Close()
+	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call"`), pr))
+	req.ContentLength = 1000
+	req.Header.Set("Authorization", "Bearer "+g.tokens["laptop-7f3a"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Error struct {
+			Code    int
+			Message string
+		}
+	}
+	b, _ := io.ReadAll(resp.Body)
+	json.Unmarshal(b, &a)
+	if resp.StatusCode != http.StatusRequestTimeout || a.Error.Code != ledger.CodeBodyTimeout {
+		t.Fatalf("a body that stopped: %d %s; want 408, code %d", resp.StatusCode, b, ledger.CodeBodyTimeout)
+	}
+	for _, w := range []string{"1000 bytes", "nothing applied", "64 KiB/s", "a faster link", "smaller"} {
+		if !strings.Contains(a.Error.Message, w) {
+			t.Errorf("its message %q does not say %q", a.Error.Message, w)
+		}
 	}
 }

@@ -182,8 +182,10 @@ func (e *HTTPError) Error() string { return fmt.Sprintf("the primary answered HT
 // elsewhere. MemPalace's gates are -32001 (another writer holds the
 // palace), -32002 (its SQLite failed its check), -32003 (read-only),
 // -32004 (the vector index needs a rebuild) and -32005 (a stale library);
-// the devbox-config gateway's are in package ledger.
-var busyCodes = map[int]bool{-32001: true, -32002: true, -32003: true, -32004: true, -32005: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true}
+// the devbox-config gateway's are in package ledger (CodeBodyTimeout: the
+// body did not arrive in the gateway's time over a slow link, so it was
+// not read; it never does over that link, until the link is faster).
+var busyCodes = map[int]bool{-32001: true, -32002: true, -32003: true, -32004: true, -32005: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true, ledger.CodeBodyTimeout: true}
 
 // busyWords in a success:false or error answer say "not now" too.
 var busyWords = []string{"database is locked", "another mine is in progress", "read-only", "read only", "busy", "temporarily", "try again"}

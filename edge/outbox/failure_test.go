@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // docs/replication.md's failure table says what outbox.Rules does: every
@@ -77,6 +78,36 @@ func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 		if got := st.ByState[outbox.Dead] == 1; got != c.dead {
 			t.Errorf("%v: dead after one refusal %v, want %v (%+v)", c.err, got, c.dead, st.ByState)
 		}
+	}
+}
+
+// A write whose body the gateway did not get within its body floor (its
+// 408, ledger.CodeBodyTimeout: a big write over an uplink slower than
+// 64 KiB/s) was not applied: it is "not now", queued again, never dead
+// and not counted as a refusal. Before, its -32600 read as a strict
+// parse's refusal and the op was dead at once, "write it anew,
+// corrected" (attack94 F5).
+func TestABodyTheGatewayDidNotGetInTimeIsNotDead(t *testing.T) {
+	t.Parallel()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	o, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"megabytes"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &outbox.RPCError{Code: ledger.CodeBodyTimeout, Message: "devbox-config gateway: Request Timeout: the body (1900000 bytes) did not arrive within 39s"}
+	f := &outbox.Flusher{S: s, P: refusingPrimary{late}, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Hour} // one try per Drain
+	f.Drain(ctx)
+	got, err := s.Get(ctx, o.LocalSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl := outbox.FailureOf(got.Error); got.State != outbox.Queued || fl.Kind != outbox.Busy || got.Refusals != 0 || !strings.Contains(fl.Message, "did not arrive") {
+		t.Errorf("after the gateway's 408: state %s, refusals %d, failure %+v; want queued, busy, no refusal counted", got.State, got.Refusals, fl)
 	}
 }
 

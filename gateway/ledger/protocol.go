@@ -66,6 +66,11 @@ const (
 	// edge's outbox makes it dead, told to the agent; a retry sends it
 	// without the base, overwriting).
 	CodeChangedOnPrimary = -32033
+	// CodeBodyTimeout: the request's body did not arrive within the
+	// gateway's body floor (HTTP 408): not read, nothing applied. Retry
+	// after a backoff; over the same slow link a body that big never
+	// arrives in time.
+	CodeBodyTimeout = -32034
 )
 
 // Words a CodeDeletedOnPrimary refusal's message carries, by which an edge
