@@ -187,6 +187,15 @@ func (e *HTTPError) Error() string { return fmt.Sprintf("the primary answered HT
 // not read; it never does over that link, until the link is faster).
 var busyCodes = map[int]bool{-32001: true, -32002: true, -32003: true, -32004: true, -32005: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true, ledger.CodeBodyTimeout: true}
 
+// lateBody reports a gateway's 408 (ledger.CodeBodyTimeout): the op's
+// body did not arrive within the gateway's floor, so the link is too slow
+// for it, not the primary's writes hung: its lane need not wait for it
+// (behindStalled), since over that link it never lands.
+func lateBody(err error) bool {
+	var rpc *RPCError
+	return errors.As(err, &rpc) && rpc.Code == ledger.CodeBodyTimeout
+}
+
 // busyWords in a success:false or error answer say "not now" too.
 var busyWords = []string{"database is locked", "another mine is in progress", "read-only", "read only", "busy", "temporarily", "try again"}
 

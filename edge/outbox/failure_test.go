@@ -3,10 +3,12 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +110,67 @@ func TestABodyTheGatewayDidNotGetInTimeIsNotDead(t *testing.T) {
 	}
 	if fl := outbox.FailureOf(got.Error); got.State != outbox.Queued || fl.Kind != outbox.Busy || got.Refusals != 0 || !strings.Contains(fl.Message, "did not arrive") {
 		t.Errorf("after the gateway's 408: state %s, refusals %d, failure %+v; want queued, busy, no refusal counted", got.State, got.Refusals, fl)
+	}
+}
+
+// slowUplink is a gateway behind a link too slow for one big write: its
+// first send runs out of its bound mid-body (not sent), every later one
+// is answered 408 (the body did not arrive in the gateway's time); any
+// other write lands.
+type slowUplink struct {
+	mu    sync.Mutex
+	sends map[string]int // content: sends of it
+}
+
+func (p *slowUplink) Call(ctx context.Context, _ string, args json.RawMessage) (map[string]any, error) {
+	var a struct{ Content string }
+	json.Unmarshal(args, &a)
+	p.mu.Lock()
+	p.sends[a.Content]++
+	n := p.sends[a.Content]
+	p.mu.Unlock()
+	switch {
+	case a.Content != "megabytes":
+		return map[string]any{"success": true}, nil
+	case n == 1:
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: cut writing: %w", outbox.ErrNotSent, ctx.Err())
+	}
+	return nil, &outbox.RPCError{Code: ledger.CodeBodyTimeout, Message: "devbox-config gateway: Request Timeout: the body did not arrive"}
+}
+func (*slowUplink) Up() bool { return true }
+
+// A write the gateway answered 408 after an earlier send of it ran out of
+// its bound no longer holds back its lane: the answer says the link is too
+// slow for its body, not that the primary's writes hang, and it gets the
+// same answer over that link every time. Before, the writes behind it
+// waited for it to land, which over that link it never does.
+func TestAWriteTooBigForTheLinkHoldsNoLaneBack(t *testing.T) {
+	t.Parallel()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	big, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"megabytes"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"s","content":"a line"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &outbox.Flusher{S: s, P: &slowUplink{sends: map[string]int{}}, Log: slog.New(slog.DiscardHandler), SendTimeout: 50 * time.Millisecond, BaseDelay: time.Hour}
+	f.Drain(ctx) // the big write cut at its bound
+	if err := s.ClearBackoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Drain(ctx) // sent again: 408
+	b, _ := s.Get(ctx, big.LocalSeq)
+	got, _ := s.Get(ctx, small.LocalSeq)
+	if fl := outbox.FailureOf(b.Error); b.State != outbox.Queued || fl.Kind != outbox.Busy || got.State != outbox.Done {
+		t.Errorf("the big write %s %+v, the small one behind it %s %s; want the big one queued busy, the small one done", b.State, fl, got.State, got.Error)
 	}
 }
 

@@ -320,8 +320,8 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	cancel()
 	if kind, _ := classify(res, err); op.timedOut {
 		f.stalled.Store(op.Lane, op.LocalSeq)
-	} else if Rules[kind].Class != Transient {
-		f.stalled.CompareAndDelete(op.Lane, op.LocalSeq) // answered: the primary files (or refuses) again
+	} else if Rules[kind].Class != Transient || lateBody(err) {
+		f.stalled.CompareAndDelete(op.Lane, op.LocalSeq) // answered: the primary files (or refuses) again, or the link is too slow for this body alone
 	}
 	if cut && !errors.Is(err, ErrNotSent) {
 		return false // cut after it may have left (past the grace, or the lease lost): the op stays in flight, maybe applied next time
@@ -349,7 +349,9 @@ func (f *Flusher) due(ctx context.Context, lane catalogue.Lane) (*Op, time.Durat
 // behindStalled is how long lane waits for its op whose send last ran out
 // of its bound on a primary that still answers (stalled): until that op is
 // due again (its next send has twice the time); 0 once it is due, or has
-// left the queue, or a send of it was answered other than "not now". A
+// left the queue, or a send of it was answered other than "not now" (or
+// "its body did not arrive in time": lateBody, which it never does over
+// that link). A
 // primary's write path can hang while it answers a ping (MemPalace
 // answers it outside the lock its writes hold), so the breaker stays
 // closed: this keeps such a hang to that one op, sent again as it comes
