@@ -313,11 +313,13 @@ func (r Restorer) put(ctx context.Context, res *Restored, settle func() error) e
 		// text changed since (an update_drawer) is put back in place (over);
 		// a delete still in flight may yet remove it (review28b F7).
 		now, err := r.now(ctx, d.ID)
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case now != nil && r.inFlight(res.Delete):
-			return errDeleteInFlight
+		}
+		if now != nil {
+			if inFlight, err := r.inFlight(ctx, res.Delete); err != nil || inFlight {
+				return cmp.Or(err, errDeleteInFlight)
+			}
 		}
 		if err := settle(); err != nil {
 			return err
@@ -372,9 +374,21 @@ var errDeleteInFlight = errors.New("its delete may still be in flight (pending, 
 // answer while the request may still wait for MemPalace's lock: review29
 // F5), and recent enough that the primary may still get it (a kept
 // delete is settled within writeBound of being kept, which is more than
-// the upstream call's timeout).
-func (r Restorer) inFlight(d trash.Delete) bool {
-	return (d.State == trash.StatePending || d.State == trash.StateUnconfirmed) && r.Trash.Now().Sub(d.Time) < writeBound
+// the upstream call's timeout), unless the op-id ledger holds its op
+// abandoned: in flight in a gateway process that has ended (killed,
+// crashed), which no longer sends it (attack94 F1).
+func (r Restorer) inFlight(ctx context.Context, d trash.Delete) (bool, error) {
+	if d.State != trash.StatePending && d.State != trash.StateUnconfirmed || r.Trash.Now().Sub(d.Time) >= writeBound {
+		return false, nil
+	}
+	if r.Ledger == nil || d.OpID == "" {
+		return true, nil
+	}
+	gone, err := r.Ledger.Abandoned(ctx, d.Device, d.OpID)
+	if err != nil {
+		return true, fmt.Errorf("delete %d: the op-id ledger could not say whether its op %s is still in flight: nothing restored: %w", d.ID, d.OpID, err)
+	}
+	return !gone, nil
 }
 
 // over puts the kept drawer under id, which holds now: nothing is done

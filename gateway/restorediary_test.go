@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,5 +135,71 @@ func TestARestoreRefusedInFlightSettlesNoOp(t *testing.T) {
 	}
 	if _, outcome, err := l.Do(ctx, call, lost); !errors.Is(err, ledger.ErrInDoubt) {
 		t.Errorf("the delete's op after the refused restore: %v %v, want still in doubt", outcome, err)
+	}
+}
+
+// A diary entry whose delete a gateway process that has since been killed
+// kept (pending: the request swallowed, the answer never recorded) is
+// restored at once, as docs/trash.md says: the op's ledger claim is seen
+// as ended by its process's lock, as the ledger sees it, and the edge's
+// resend is answered from the ledger, deleting nothing. Before, it was
+// refused "still in flight" for the write bound, 11½ minutes, while the
+// resend could delete the entry (attack94 F1).
+func TestADiaryRestoreAfterAKilledGatewayIsNotRefused(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), ledger.FileName)
+	killed, err := ledger.Open(path, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killed.Close() })
+	call := ledger.Call{Device: "desk-9b21", OpID: opOf('e'), Tool: "mempalace_delete_drawer", ArgsDigest: "e"}
+	forwarding, stop := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() {
+		_, _, err := killed.Do(ctx, call, func(context.Context) (ledger.Answer, error) { // the delete, held on its way
+			close(forwarding)
+			<-stop
+			return ledger.Answer{Status: 502, MaybeApplied: true}, nil
+		})
+		if err != nil {
+			t.Error(err)
+			close(forwarding)
+		}
+	})
+	<-forwarding
+	os.RemoveAll(path + ".live") // its lock gone, as a killed process's is (ledger's live.go)
+	l, err := ledger.OpenOptions(path, ledger.Options{Retention: time.Hour, Now: func() time.Time { return time.Now().Add(ledger.DefaultStaleGrace) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+
+	w, rpc, _ := g.call(g.tokens["desk-9b21"], "diary_write", map[string]any{"agent_name": "pi", "entry": "kept by a killed gateway", "topic": "ci"})
+	got, _, _ := g.call(g.tokens["desk-9b21"], "get_drawer", map[string]any{"drawer_id": str(w["entry_id"])})
+	if rpc != nil || got == nil {
+		t.Fatalf("diary_write: %v %v", w, rpc)
+	}
+	bin, err := g.srv.Trash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bin.Keep(ctx, trash.Delete{Device: call.Device, OpID: call.OpID, Tool: "delete_drawer", Drawers: []trash.Drawer{keptDrawer("delete_drawer", got, "")}}); err != nil {
+		t.Fatal(err)
+	}
+	r := g.restorer(t)
+	r.Ledger = l
+	if rs, err := r.Restore(ctx, []string{str(w["entry_id"])}); err != nil || rs[0].Err != nil || !rs[0].Already {
+		t.Fatalf("restore after the gateway that kept the delete was killed: %v (%v), want already there, at once", err, rs[0].Err)
+	}
+	if _, outcome, err := l.Do(ctx, call, func(context.Context) (ledger.Answer, error) {
+		t.Error("the edge's resend was forwarded: it would delete the restored entry")
+		return ledger.Answer{}, nil
+	}); err != nil || outcome != ledger.OutcomeReplayed {
+		t.Errorf("the edge's resend: %v %v, want answered from the ledger", outcome, err)
 	}
 }

@@ -320,6 +320,25 @@ func (l *Ledger) deadHolder(state, holder string, updated, now int64) string {
 	return holder
 }
 
+// Abandoned reports whether device's op opID is in flight under a claim
+// whose process has ended (live.go), taken StaleGrace ago or more: no
+// process forwards it any more, and the upstream is past applying it (a
+// resend finds it in doubt, deadHolder). An op the ledger does not hold,
+// or holds otherwise, is not.
+func (l *Ledger) Abandoned(ctx context.Context, device, opID string) (bool, error) {
+	var state, holder string
+	var updated int64
+	err := l.db.QueryRowContext(ctx, `SELECT state, claim, updated_at FROM ops WHERE device=? AND op_id=?`, device, opID).Scan(&state, &holder, &updated)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+	}
+	young := updated > l.opt.Now().Add(-l.opt.StaleGrace).UnixMilli()
+	return state == "inflight" && !young && l.claimGone(holder), nil
+}
+
 // settleInDoubt ends a claim whose forward reached the upstream without
 // an answer: the op is in doubt (result is unused).
 func (l *Ledger) settleInDoubt(ctx context.Context, c Call, claim string, _ []byte) error {

@@ -118,6 +118,17 @@ func TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce(t *testing.T) {
 	if _, _, err := l.Do(context.Background(), call("laptop", op, "a"), u.forward("1")); !errors.Is(err, ErrInFlight) {
 		t.Fatalf("while its gateway forwards it: %v, want in flight", err)
 	}
+	abandoned := func() bool {
+		t.Helper()
+		ok, err := l.Abandoned(context.Background(), "laptop", op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if abandoned() {
+		t.Error("Abandoned while its gateway forwards it")
+	}
 	cmd.Process.Kill()
 	cmd.Wait() // killed: its error says so
 	// Within StaleGrace of its claim the upstream may still be applying
@@ -126,7 +137,13 @@ func TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce(t *testing.T) {
 	if _, _, err := l.Do(context.Background(), call("laptop", op, "a"), u.forward("1")); !errors.Is(err, ErrInFlight) {
 		t.Fatalf("its gateway killed a moment ago: %v, want in flight", err)
 	}
+	if abandoned() {
+		t.Error("Abandoned a moment after its gateway was killed")
+	}
 	later.Store(true)
+	if !abandoned() {
+		t.Error("not Abandoned StaleGrace after its gateway was killed")
+	}
 	if _, _, err := l.Do(context.Background(), call("laptop", op, "a"), u.forward("1")); !errors.Is(err, ErrInDoubt) {
 		t.Fatalf("its gateway killed: %v, want in doubt at once", err)
 	}
