@@ -287,12 +287,11 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 	return r.Provenance.Forget(ctx, k)
 }
 
-// put files one drawer again, as its kind says, and never over other
-// content without keeping that in the trash first (over). A diary entry
-// still on the primary under its id with its text is not written
-// (Already), nor while its delete may still be in flight. An update's
-// replaced version goes back in place; when the drawer is gone (deleted
-// since), it is filed again in its wing and room, as a deleted drawer is.
+// put files one drawer again, as its kind says (putDiary, putDrawer),
+// and never over other content without keeping that in the trash first
+// (over). An update's replaced version goes back in place; when the
+// drawer is gone (deleted since), it is filed again in its wing and room,
+// as a deleted drawer is.
 func (r Restorer) put(ctx context.Context, res *Restored, settle func() error) error {
 	d := res.Drawer
 	switch d.Kind {
@@ -308,36 +307,50 @@ func (r Restorer) put(ctx context.Context, res *Restored, settle func() error) e
 			return r.over(ctx, res, d.ID, now)
 		}
 	case trash.KindDiary:
-		// A delete the primary never made (kept pending or unconfirmed)
-		// left the entry there: writing it would make a second copy. Its
-		// text changed since (an update_drawer) is put back in place (over);
-		// a delete still in flight may yet remove it (review28b F7).
-		now, err := r.now(ctx, d.ID)
-		if err != nil {
-			return err
-		}
-		if now != nil {
-			if inFlight, err := r.inFlight(ctx, res.Delete); err != nil || inFlight {
-				return cmp.Or(err, errDeleteInFlight)
-			}
-		}
-		if err := settle(); err != nil {
-			return err
-		}
-		if now != nil {
-			return r.over(ctx, res, d.ID, now)
-		}
-		args := map[string]any{"agent_name": d.Meta("agent"), "entry": d.Content, "wing": d.Wing}
-		if topic := d.Meta("topic"); topic != "" {
-			args["topic"] = topic
-		}
-		w, err := r.call(ctx, "mempalace_diary_write", args)
-		res.As, _ = w["entry_id"].(string)
-		return err
+		return r.putDiary(ctx, res, settle)
 	}
 	if err := settle(); err != nil {
 		return err
 	}
+	return r.putDrawer(ctx, res)
+}
+
+// putDiary files a diary entry again. A delete the primary never made
+// (kept pending or unconfirmed) left the entry there: writing it would
+// make a second copy. Its text changed since (an update_drawer) is put
+// back in place (over); a delete still in flight may yet remove it
+// (review28b F7).
+func (r Restorer) putDiary(ctx context.Context, res *Restored, settle func() error) error {
+	d := res.Drawer
+	now, err := r.now(ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	if now != nil {
+		if inFlight, err := r.inFlight(ctx, res.Delete); err != nil || inFlight {
+			return cmp.Or(err, errDeleteInFlight)
+		}
+	}
+	if err := settle(); err != nil {
+		return err
+	}
+	if now != nil {
+		return r.over(ctx, res, d.ID, now)
+	}
+	args := map[string]any{"agent_name": d.Meta("agent"), "entry": d.Content, "wing": d.Wing}
+	if topic := d.Meta("topic"); topic != "" {
+		args["topic"] = topic
+	}
+	w, err := r.call(ctx, "mempalace_diary_write", args)
+	res.As, _ = w["entry_id"].(string)
+	return err
+}
+
+// putDrawer files a drawer again in its wing and room; an id taken by
+// other content since (an update_drawer) is put back over, that content
+// kept in the trash first (over).
+func (r Restorer) putDrawer(ctx context.Context, res *Restored) error {
+	d := res.Drawer
 	args := map[string]any{"wing": d.Wing, "room": d.Room, "content": d.Content}
 	if by := d.Meta("added_by"); by != "" {
 		args["added_by"] = by
@@ -353,8 +366,6 @@ func (r Restorer) put(ctx context.Context, res *Restored, settle func() error) e
 	if a["reason"] != "already_exists" {
 		return nil
 	}
-	// The id is taken: by this content, or by other content an
-	// update_drawer put under it since.
 	now, err := r.now(ctx, res.As)
 	if err != nil {
 		return err
