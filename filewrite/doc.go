@@ -32,6 +32,12 @@
 //     count > 1), the same inode is overwritten in place: written,
 //     truncated to the new length and fsynced. This is not atomic, so the
 //     caller keeps a backup first; Result.InPlace says it happened.
+//   - With IfUnchanged(old), just before the rename (or the in-place
+//     write) the file is looked at again: one that no longer holds old,
+//     byte for byte (a save by an editor or by the harness itself since the
+//     caller read it), is left as it is with a *ChangedError, and nothing
+//     is written. What is saved after that look is replaced: no lock
+//     excludes a writer that takes none.
 //   - Every error is returned, never dropped; a failed write removes its
 //     temp file.
 //

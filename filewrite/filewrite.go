@@ -1,6 +1,7 @@
 package filewrite
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -47,6 +48,9 @@ type config struct {
 	// fault, when set, is called at each named step; an error stops the
 	// write there as a kill would (temp files are left as they are).
 	fault func(step string) error
+	// expect, when set, is what the file must still hold just before it
+	// is replaced (nil: that there is still no file): IfUnchanged.
+	expect *[]byte
 }
 
 // Owned marks path as the caller's own file (render's .proposed, record
@@ -124,6 +128,53 @@ const (
 // the process had been killed there.
 func WithFault(f func(step string) error) Option {
 	return func(c *config) { c.fault = f }
+}
+
+// IfUnchanged makes Write check, just before it replaces the file, that
+// the file still holds exactly old (nil: that there is still no file), the
+// bytes the caller read and decided on: a file another program or an
+// editor saved in between is left as it is, with a *ChangedError, and
+// nothing is written. The check compares the size, then the bytes: an
+// mtime or a hash would cost the same read and be less exact.
+func IfUnchanged(old []byte) Option {
+	return func(c *config) { c.expect = &old }
+}
+
+// ChangedError is returned by Write with IfUnchanged for a file that no
+// longer holds what the caller read.
+type ChangedError struct {
+	Path string
+}
+
+func (e *ChangedError) Error() string {
+	return e.Path + " changed since it was read, so it was not written"
+}
+
+// unchanged is IfUnchanged's check of the file at real (path as given).
+func (c config) unchanged(path, real string) error {
+	if c.expect == nil {
+		return nil
+	}
+	old := *c.expect
+	fi, err := os.Stat(real)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && old == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist) || old == nil:
+		return &ChangedError{Path: path}
+	case err != nil:
+		return fmt.Errorf("look at %s again before replacing it: %w", path, err)
+	case fi.Size() != int64(len(old)):
+		return &ChangedError{Path: path}
+	}
+	now, err := ReadRegular(real, int64(len(old)))
+	if errors.Is(err, ErrTooLarge) || (err == nil && !bytes.Equal(now, old)) {
+		return &ChangedError{Path: path}
+	}
+	if err != nil {
+		return fmt.Errorf("read %s again before replacing it: %w", path, err)
+	}
+	return nil
 }
 
 // TempName returns a fresh temp file name for base: ".<base>.tmp-<16 hex>".
@@ -339,6 +390,9 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 	}
 	real, dir, base := t.real, filepath.Dir(t.real), filepath.Base(t.real)
 	if t.linked && !c.owned {
+		if err := c.unchanged(path, real); err != nil {
+			return Result{}, err
+		}
 		return Result{InPlace: true}, writeInPlace(path, real, data)
 	}
 	tmp, err := createTemp(dir, base)
@@ -351,6 +405,10 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 		return Result{}, fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err := c.fault(StepTempWritten); err != nil {
+		return Result{}, err
+	}
+	if err := c.unchanged(path, real); err != nil {
+		os.Remove(tmp.Name())
 		return Result{}, err
 	}
 	if err := c.rename(tmp.Name(), real); err != nil {

@@ -352,3 +352,81 @@ func TestNarrowInPlace(t *testing.T) {
 		t.Errorf("the symlink's target: mode %04o, want it untouched", fi.Mode().Perm())
 	}
 }
+
+// A save made to the file after the caller read it and before Write
+// replaces it is kept, and nothing is written (attack96 F4).
+func TestIfUnchangedKeepsASaveMadeMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		old       []byte // what the caller read (nil: no file)
+		meanwhile func(p string)
+		links     bool // hard-linked: the in-place path
+	}{
+		{"same size", []byte("old!"), func(p string) { os.WriteFile(p, []byte("usr!"), 0o644) }, false},
+		{"other size", []byte("old"), func(p string) { os.WriteFile(p, []byte("user's save"), 0o644) }, false},
+		{"moved over", []byte("old"), func(p string) {
+			os.WriteFile(p+".t", []byte("mv"), 0o644)
+			os.Rename(p+".t", p)
+		}, false},
+		{"removed", []byte("old"), func(p string) { os.Remove(p) }, false},
+		{"created", nil, func(p string) { os.WriteFile(p, []byte("user's new file"), 0o644) }, false},
+		{"empty file created", nil, func(p string) { os.WriteFile(p, nil, 0o644) }, false},
+		{"hard-linked", []byte("old"), func(p string) { os.WriteFile(p, []byte("usr"), 0o644) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "c.json")
+			if tc.old != nil {
+				os.WriteFile(p, tc.old, 0o644)
+			}
+			if tc.links {
+				os.Link(p, filepath.Join(dir, "other"))
+			}
+			var want []byte
+			hook := func(step string) error {
+				if step == StepTempWritten {
+					tc.meanwhile(p)
+					want, _ = os.ReadFile(p)
+				}
+				return nil
+			}
+			if tc.links { // the in-place path writes no temp file
+				tc.meanwhile(p)
+				want, _ = os.ReadFile(p)
+			}
+			_, err := Write(p, []byte("render's"), 0o644, IfUnchanged(tc.old), WithFault(hook))
+			var ce *ChangedError
+			if !errors.As(err, &ce) || ce.Path != p {
+				t.Fatalf("Write = %v, want a *ChangedError naming %s", err, p)
+			}
+			if got, _ := os.ReadFile(p); string(got) != string(want) {
+				t.Fatalf("file = %q, want the save made meanwhile (%q) kept", got, want)
+			}
+			if entries, _ := os.ReadDir(dir); slicesHasTemp(entries) {
+				t.Fatalf("temp file left: %v", entries)
+			}
+		})
+	}
+	t.Run("unchanged is written", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "c.json")
+		os.WriteFile(p, []byte("old"), 0o644)
+		if _, err := Write(p, []byte("new"), 0o644, IfUnchanged([]byte("old"))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Write(filepath.Join(filepath.Dir(p), "n.json"), []byte("new"), 0o644, IfUnchanged(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(p); string(got) != "new" {
+			t.Fatalf("file = %q", got)
+		}
+	})
+}
+
+func slicesHasTemp(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if _, ok := TempTarget(e.Name()); ok {
+			return true
+		}
+	}
+	return false
+}

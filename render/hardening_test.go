@@ -273,7 +273,45 @@ func TestInPlaceWhenRenameCannotWork(t *testing.T) {
 func TestKillPointsCount(t *testing.T) {
 	k := newKillPoints(2)
 	p := filepath.Join(t.TempDir(), "f")
-	if _, err := k.WriteFile(p, []byte("x"), 0o644); !errors.Is(err, errKilled) || *k.steps != 2 {
+	if _, err := k.WriteFile(p, nil, []byte("x"), 0o644); !errors.Is(err, errKilled) || *k.steps != 2 {
 		t.Fatal(fmt.Sprint("steps ", *k.steps, " err ", err))
+	}
+}
+
+// attack96 F4: a save to the harness config between render's read and its
+// write (an editor, or the harness rewriting its own file) is kept:
+// nothing is written to it, render says so, and the next run writes the
+// entry into the saved file.
+func TestSaveWhileRenderRunsIsKept(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	file := filepath.Join(dir, "opencode.jsonc")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(file, []byte("{\n  \"mcp\": {}\n}\n"), 0o644)
+	const saved = "{\"mcp\": {}, \"USER_EDIT\": true}\n"
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{TargetOpencode}
+	saves := 0
+	o.Sys = OS{WriteOptions: []filewrite.Option{filewrite.WithFault(func(step string) error {
+		if step == filewrite.StepTempWritten && saves == 0 { // the .bak's temp file, written before the config's
+			saves++
+			os.WriteFile(file, []byte(saved), 0o644)
+		}
+		return nil
+	})}}
+	res, _, _ := Run(o, false)
+	if got, _ := os.ReadFile(file); string(got) != saved {
+		t.Fatalf("the save made while render ran is lost:\n%s", got)
+	}
+	if !res[0].Kept() || !strings.Contains(strings.Join(res[0].Warnings, "\n"), file+": it changed while render ran") ||
+		!strings.Contains(strings.Join(res[0].Warnings, "\n"), "(fix: run render again)") {
+		t.Fatalf("action %s, warnings %q", res[0].Action, res[0].Warnings)
+	}
+	o.Sys = nil
+	if res, _, _ = Run(o, false); res[0].Kept() {
+		t.Fatalf("again: %s %q", res[0].Action, res[0].Warnings)
+	}
+	if got, _ := os.ReadFile(file); !bytes.Contains(got, []byte("USER_EDIT")) || !bytes.Contains(got, []byte("p.example.org")) {
+		t.Fatalf("again: file\n%s", got)
 	}
 }

@@ -188,7 +188,7 @@ func sameValue(t *testing.T, rec harness.Record, a, b []byte) bool {
 // hundred renders would otherwise wait on the disk for seconds.
 type unsynced struct{ OS }
 
-func (unsynced) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
+func (unsynced) WriteFile(name string, _, data []byte, perm fs.FileMode) (filewrite.Result, error) {
 	return filewrite.Result{}, os.WriteFile(name, data, perm)
 }
 

@@ -142,8 +142,8 @@ type plantingSys struct {
 	config, plant, victim string
 }
 
-func (p plantingSys) WriteFile(name string, data []byte, perm os.FileMode) (filewrite.Result, error) {
-	res, err := p.OS.WriteFile(name, data, perm)
+func (p plantingSys) WriteFile(name string, old, data []byte, perm os.FileMode) (filewrite.Result, error) {
+	res, err := p.OS.WriteFile(name, old, data, perm)
 	if name == p.config {
 		os.Remove(p.plant)
 		os.Symlink(p.victim, p.plant)

@@ -303,7 +303,12 @@ func apply(opts Options, changes []Change) error {
 				return err
 			}
 		}
-		res, err := opts.Sys.WriteFile(c.Real, c.New, c.Perm)
+		res, err := opts.Sys.WriteFile(c.Real, c.Old, c.New, c.Perm)
+		var changed *filewrite.ChangedError
+		if errors.As(err, &changed) {
+			return errors.New(refusal(c.Path, "it changed while render ran (an editor or the harness saved it), so nothing was written to it",
+				"run render again"))
+		}
 		if err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
 		}

@@ -98,11 +98,11 @@ type failingSys struct {
 	failOn string
 }
 
-func (f failingSys) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
+func (f failingSys) WriteFile(name string, old, data []byte, perm fs.FileMode) (filewrite.Result, error) {
 	if strings.HasSuffix(name, f.failOn) {
 		return filewrite.Result{}, errors.New("disk full")
 	}
-	return f.OS.WriteFile(name, data, perm)
+	return f.OS.WriteFile(name, old, data, perm)
 }
 
 func (f failingSys) WriteOwn(name string, data []byte, perm fs.FileMode) error {

@@ -25,8 +25,10 @@ type System interface {
 	// ReadFile reads a regular file; anything else is an error naming it.
 	ReadFile(name string) ([]byte, error)
 	// WriteFile replaces name as filewrite.Write does (atomically, or in
-	// place for a bind-mounted or hard-linked file, which the result says).
-	WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error)
+	// place for a bind-mounted or hard-linked file, which the result says),
+	// if it still holds old (nil: does not exist) just before: else a
+	// *filewrite.ChangedError and nothing is written (filewrite.IfUnchanged).
+	WriteFile(name string, old, data []byte, perm fs.FileMode) (filewrite.Result, error)
 	// CheckOwner is WriteFile's owner decision alone (filewrite.CheckOwner):
 	// a *filewrite.NotWritableError for an existing file this process's
 	// user could not keep the owner of, so the plan leaves it alone.
@@ -83,9 +85,9 @@ func (OS) Remove(name string) error {
 	return err
 }
 
-// WriteFile writes through filewrite.Write.
-func (o OS) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
-	return filewrite.Write(name, data, perm, o.WriteOptions...)
+// WriteFile writes through filewrite.Write, if name still holds old.
+func (o OS) WriteFile(name string, old, data []byte, perm fs.FileMode) (filewrite.Result, error) {
+	return filewrite.Write(name, data, perm, append(o.WriteOptions, filewrite.IfUnchanged(old))...)
 }
 
 // CheckOwner asks filewrite.CheckOwner.
