@@ -195,6 +195,11 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 				return 0, 0, false, confpos.At("", d.src, header, pathName(path)+" is an array of tables ([[...]]), not one table",
 					fmt.Sprintf("write it as one [%s] table, with single brackets, holding the one entry you mean", strings.Join(path, ".")))
 			}
+			if e.Kind == unstable.ArrayTable && hasPrefix(path, keys) { // [[mcp_servers]]: a list, not a table of entries
+				parent := strings.Join(keys, ".")
+				return 0, 0, false, confpos.At("", d.src, header, fmt.Sprintf("%s is an array of tables ([[%s]]), so render cannot add a [%s] table", parent, parent, strings.Join(path, ".")),
+					fmt.Sprintf("write each entry of it as its own [%s.NAME] table by hand ([[%s]] with name = \"x\" becomes [%s.x])", parent, parent, parent))
+			}
 			if mine && closed {
 				return 0, 0, false, fmt.Errorf("%s is split into parts with other tables between them; put them together by hand", pathName(path))
 			}

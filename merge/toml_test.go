@@ -103,6 +103,8 @@ func TestTOMLRefusesOtherForms(t *testing.T) {
 		"a = 1\n\n  [[mcp_servers.mempalace]]\nurl = \"u\"\n":                                 "line 3, column 3: mcp_servers.mempalace is an array of tables",
 		"model = \"o3\"\nmcp_servers = { other = { command = \"foo\" } }\n":                   "line 2, column 1: mcp_servers is set as an inline table or a value, so render cannot add a [mcp_servers.mempalace] table (fix: write each entry",
 		"model = \"o3\"\nmcp_servers = 5\n":                                                   "line 2, column 1: mcp_servers is set as an inline table or a value",
+		"[[mcp_servers]]\nname = \"x\"\n":                                                     "line 1, column 1: mcp_servers is an array of tables ([[mcp_servers]]), so render cannot add a [mcp_servers.mempalace] table (fix: write each entry of it as its own [mcp_servers.NAME] table by hand",
+		"a = 1\n[[mcp_servers]]\nname = \"x\"\n[[mcp_servers]]\nname = \"y\"\n":               "line 2, column 1: mcp_servers is an array of tables",
 	} {
 		d, err := ParseTOML([]byte(in))
 		if err != nil {
