@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v4"
 
@@ -52,6 +54,9 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 			break
 		}
 	}
+	if err := notUTF8(src); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(versionAsComment(src)))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -77,8 +82,60 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 	case top.Kind != yaml.MappingNode:
 		return nil, &confpos.Error{Line: top.Line, Col: top.Column, What: "the top-level value is not a mapping"}
 	}
+	if err := duplicateKey(top, nil); err != nil {
+		return nil, err
+	}
 	d.root = top
 	return d, nil
+}
+
+// notUTF8 places the first byte of src that is not UTF-8 (the library
+// says only "invalid leading UTF-8 octet"). A file in UTF-16 or UTF-32 is
+// refused before it is parsed (render's notUTF8), so any such byte is a
+// mistake in a UTF-8 file: a value pasted or saved in another encoding.
+func notUTF8(src []byte) error {
+	for i := 0; i < len(src); {
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n == 1 {
+			return confpos.At("", src, i, fmt.Sprintf("byte 0x%02X is not UTF-8, which YAML must be (a character saved in another encoding, such as Latin-1)", src[i]),
+				"retype the character there, or convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8 converts a Latin-1 file)")
+		}
+		i += n
+	}
+	return nil
+}
+
+// duplicateKey refuses a mapping in n (at path) that names a key twice:
+// Continue's parser ("Map keys must be unique") and Goose's refuse the
+// file, and the splice would edit only one of the two. Merge keys (<<)
+// and keys that are not scalars are not compared; aliases are not
+// followed.
+func duplicateKey(n *yaml.Node, path []string) error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		seen := map[string]*yaml.Node{}
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			k := n.Content[j]
+			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
+				if first := seen[k.Value]; first != nil {
+					name := strings.Join(append(slices.Clone(path), k.Value), ".")
+					return &confpos.Error{Line: k.Line, Col: k.Column, What: fmt.Sprintf("%q is named twice (first at line %d), which the harness refuses", name, first.Line),
+						Fix: "keep one, merging the two by hand"}
+				}
+				seen[k.Value] = k
+			}
+			if err := duplicateKey(n.Content[j+1], append(path, k.Value)); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, it := range n.Content {
+			if err := duplicateKey(it, append(path, fmt.Sprint(i))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // versionAsComment is src with a %YAML 1.x directive of its prologue (the
@@ -531,7 +588,12 @@ func (d *YAMLDoc) span(n, parent *yaml.Node, path []string) (start, end, ind int
 	}
 	start = d.lineStart(line)
 	if pre := d.src[start:min(start+col, len(d.src))]; len(bytes.Trim(pre, " ")) != 0 {
-		return 0, 0, 0, fmt.Errorf("line %d: %s does not start its own line; put it on a line of its own by hand", line, strings.Join(path, "."))
+		fix := fmt.Sprintf("write it as %s: on a line of its own, indented as the keys beside it", path[len(path)-1])
+		if parent.Kind == yaml.SequenceNode {
+			fix = "start its item, - " + d.listKey + ": " + path[len(path)-1] + ", on a line of its own"
+		}
+		return 0, 0, 0, &confpos.Error{Line: line, Col: col + 1, What: fmt.Sprintf("%s does not start its own line (a ? complex key, or another key before it on the line), so render cannot edit it", strings.Join(path, ".")),
+			Fix: fix}
 	}
 	return start, d.blockEnd(line, col, compact), col, nil
 }
@@ -640,7 +702,8 @@ func (d *YAMLDoc) insertTop(value []byte, rest []string) error {
 		ind = first.Column - 1
 		ls := d.lineStart(first.Line)
 		if pre := d.src[ls:min(ls+ind, len(d.src))]; len(bytes.Trim(pre, " ")) != 0 {
-			return fmt.Errorf("line %d: the first top-level key does not start its own line; edit the file by hand", first.Line)
+			return &confpos.Error{Line: first.Line, Col: first.Column, What: "the first top-level key does not start its own line (a ? complex key?), so render cannot tell the indentation to add its entry at",
+				Fix: "write it as KEY: on a line of its own"}
 		}
 	}
 	text, err := d.levels(value, rest, ind, d.newline())

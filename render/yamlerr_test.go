@@ -12,6 +12,14 @@ import (
 // mistake is, FILE:LINE:COLUMN: what (fix: how), at the place a person
 // must edit: the tab, the [ or { never closed, the quote never closed.
 // Nothing is written: the file keeps its bytes and no other file appears.
+// yamlFixes are the fixes of the mistakes that have their own, not the
+// usual one about indentation and quotes (attack96 F5, F6).
+var yamlFixes = map[string]string{
+	"byte 0xFF is not UTF-8":                           "retype the character there, or convert the file to UTF-8",
+	`"name" is named twice (first at line 1)`:          "keep one, merging the two by hand; then run render again",
+	"extensions.mempalace does not start its own line": "write it as mempalace: on a line of its own",
+}
+
 func TestYAMLParseErrorsNameLineAndColumn(t *testing.T) {
 	for _, c := range []struct {
 		target, in string
@@ -33,6 +41,12 @@ func TestYAMLParseErrorsNameLineAndColumn(t *testing.T) {
 		{"goose", "\n- a\n", "2:1", "the top-level value is not a mapping"},
 		{"continue", "name: x\nmcpServers:\n  - name: y\n   command: z\n", "4:4", "did not find expected '-' indicator"},
 		{"continue", "name: \"x\nmcpServers: []\n", "1:7", "found unexpected end of stream"},
+		{"continue", "name: a\nversion: 1\nmcpServers:\n  - name: mine\n    command: \"\xff\"\n", "5:15", "byte 0xFF is not UTF-8"},
+		{"continue", "name: \"caf\xe9\"\nversion: 1\n", "1:11", "byte 0xE9 is not UTF-8"},
+		{"continue", "name: me\nname: you\nversion: 1\n", "2:1", `"name" is named twice (first at line 1)`},
+		{"continue", "name: me\nversion: 1\nmodels:\n  - name: a\n    name: b\n", "5:5", `"models.0.name" is named twice`},
+		{"goose", "extensions:\n  other:\n    cmd: x\n    cmd: y\n", "4:5", `"extensions.other.cmd" is named twice`},
+		{"goose", "extensions:\n  ? mempalace\n  : cmd: x\n", "2:5", "extensions.mempalace does not start its own line"},
 	} {
 		home := t.TempDir()
 		file := map[string]string{"goose": ".config/goose/config.yaml", "continue": ".continue/config.yaml"}[c.target]
@@ -51,6 +65,9 @@ func TestYAMLParseErrorsNameLineAndColumn(t *testing.T) {
 			!strings.HasPrefix(results[0].Warnings[len(results[0].Warnings)-1], want) ||
 			!strings.Contains(results[0].Warnings[len(results[0].Warnings)-1], "nothing written (fix: ") {
 			t.Errorf("%s %q: got %+v\nwant a warning starting %q, saying nothing was written and the fix", c.target, c.in, results, want)
+		}
+		if fix, ok := yamlFixes[c.what]; ok && len(results) == 1 && len(results[0].Warnings) > 0 && !strings.Contains(results[0].Warnings[len(results[0].Warnings)-1], "(fix: "+fix) {
+			t.Errorf("%s %q: %q, want the fix %q", c.target, c.in, results[0].Warnings, fix)
 		}
 		if got, _ := os.ReadFile(path); !bytes.Equal(got, []byte(c.in)) {
 			t.Errorf("%s %q: the file became %q", c.target, c.in, got)
