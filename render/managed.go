@@ -128,7 +128,11 @@ func (m managed) settle(opts Options, r Result, f loaded, d decision) Result {
 			r.Action = "unchanged" // edited after render wrote it: it stays
 			return r
 		}
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: removed the mempalace entry render wrote: %s is not on PATH nor in ~/.local/bin, so a local stdio entry could not start (to get it back: pip install mempalace, or put %s on render's PATH; then render again)", m.file, ladder.LocalServer, ladder.LocalServer))
+		who := "render wrote"
+		if !d.hasRec { // adopted: the old generator's shape, documented as render's to replace
+			who = "in the shape render and the image's generator write"
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: removed the mempalace entry %s: %s is not on PATH nor in ~/.local/bin, so a local stdio entry could not start (to get it back: pip install mempalace, or put %s on render's PATH; then render again)", m.file, who, ladder.LocalServer, ladder.LocalServer))
 	}
 	r.Action = string(d.action)
 	return m.describe(r, f, d, opts.Now().UTC())
