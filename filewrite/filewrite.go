@@ -134,8 +134,9 @@ func WithFault(f func(step string) error) Option {
 // the file still holds exactly old (nil: that there is still no file), the
 // bytes the caller read and decided on: a file another program or an
 // editor saved in between is left as it is, with a *ChangedError, and
-// nothing is written. The check compares the size, then the bytes: an
-// mtime or a hash would cost the same read and be less exact.
+// nothing is written. The check compares the size, then the bytes: a hash
+// would cost the same read, and an mtime misses a save within its
+// granularity or one that keeps it (cp -p, rsync -t).
 func IfUnchanged(old []byte) Option {
 	return func(c *config) { c.expect = &old }
 }
@@ -151,28 +152,38 @@ func (e *ChangedError) Error() string {
 }
 
 // unchanged is IfUnchanged's check of the file at real (path as given).
+// It compares in chunks, so a large file is not held twice.
 func (c config) unchanged(path, real string) error {
 	if c.expect == nil {
 		return nil
 	}
 	old := *c.expect
-	fi, err := os.Stat(real)
+	f, fi, err := OpenRegular(real, os.O_RDONLY, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && old == nil:
 		return nil
-	case errors.Is(err, fs.ErrNotExist) || old == nil:
+	case errors.Is(err, fs.ErrNotExist) || (err == nil && (old == nil || fi.Size() != int64(len(old)))):
+		if f != nil {
+			f.Close()
+		}
 		return &ChangedError{Path: path}
 	case err != nil:
 		return fmt.Errorf("look at %s again before replacing it: %w", path, err)
-	case fi.Size() != int64(len(old)):
-		return &ChangedError{Path: path}
 	}
-	now, err := ReadRegular(real, int64(len(old)))
-	if errors.Is(err, ErrTooLarge) || (err == nil && !bytes.Equal(now, old)) {
-		return &ChangedError{Path: path}
-	}
-	if err != nil {
-		return fmt.Errorf("read %s again before replacing it: %w", path, err)
+	defer f.Close()
+	buf := make([]byte, min(len(old), 1<<20))
+	for off := 0; off < len(old); {
+		n, err := io.ReadFull(f, buf[:min(len(buf), len(old)-off)])
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) { // cut short since the look
+			return &ChangedError{Path: path}
+		}
+		if err != nil {
+			return fmt.Errorf("read %s again before replacing it: %w", path, err)
+		}
+		if !bytes.Equal(buf[:n], old[off:off+n]) {
+			return &ChangedError{Path: path}
+		}
+		off += n
 	}
 	return nil
 }
