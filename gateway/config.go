@@ -348,7 +348,7 @@ func (c *Config) validate(settled map[string]bool) error {
 		if err := checkGrants(at, d); err != nil {
 			return err
 		}
-		if err := checkTokens(at, d.Tokens, tokens); err != nil {
+		if err := checkTokens(at, c.file, d, tokens); err != nil {
 			return err
 		}
 		if d.BulkDelete && !d.Admin {
@@ -405,7 +405,7 @@ func checkDeviceID(at, id string, seen map[string]bool) error {
 		return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin; choose another id", at, id)
 	}
 	if seen[id] {
-		return fmt.Errorf("%s.id: %q appears twice; give each device its own id (or remove one)", at, id)
+		return fmt.Errorf("%s.id: %q appears twice (fix: give each device its own id, or remove one of the two)", at, id)
 	}
 	seen[id] = true
 	return nil
@@ -447,17 +447,17 @@ func oneOf[T ~string](v string, valid ...T) string {
 	return "write one of " + strings.Join(names, ", ")
 }
 
-// checkTokens refuses a device's token without an id or hmac, an id used
-// before (tokens: every device's so far; it marks these), and more than
-// two live tokens.
-func checkTokens(at string, list []Token, tokens map[string]bool) error {
+// checkTokens refuses a token of device d (at: its place in file) without
+// an id or hmac, an id used before (tokens: every device's so far; it
+// marks these), and more than two live tokens.
+func checkTokens(at, file string, d Device, tokens map[string]bool) error {
 	live := 0
-	for j, t := range list {
+	for j, t := range d.Tokens {
 		if t.ID == "" || t.HMAC == "" {
-			return fmt.Errorf("%s.tokens[%d]: id and hmac are required", at, j)
+			return fmt.Errorf("%s.tokens[%d]: id and hmac are required (fix: %s)", at, j, reissueFix(file, d.ID))
 		}
 		if tokens[t.ID] {
-			return fmt.Errorf("%s.tokens[%d].id: %q is used twice", at, j, t.ID)
+			return fmt.Errorf("%s.tokens[%d].id: %q is used twice (fix: remove the copy: token issue gives each token its own id; to give this device a token of its own, '%s')", at, j, t.ID, Hint(file, "token issue "+d.ID))
 		}
 		tokens[t.ID] = true
 		if t.Live(time.Now()) {
@@ -468,6 +468,16 @@ func checkTokens(at string, list []Token, tokens map[string]bool) error {
 		return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
 	}
 	return nil
+}
+
+// reissueFix is the fix for a token of device id that file holds garbled:
+// its line from a backup, else a new token.
+func reissueFix(file, id string) string {
+	from := "your own backup"
+	if _, err := os.Stat(file + ".bak"); err == nil {
+		from = file + ".bak (the file before the last gateway command changed it) or " + from
+	}
+	return fmt.Sprintf("copy the token's lines back from %s; else remove this token from the list and issue the device a new one, '%s', and put it in its .env as MEMPALACE_REMOTE_TOKEN", from, Hint(file, "token issue "+id))
 }
 
 // checkNumbers refuses a negative number, each by its own key.

@@ -170,7 +170,7 @@ func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 		t.Errorf("add of an existing id: %s", errOut)
 	}
 	for _, c := range []struct{ from, to, want string }{
-		{`"id": "eve-05"`, `"id": "bob-02"`, `devices[2].id: "bob-02" appears twice; give each device its own id`},
+		{`"id": "eve-05"`, `"id": "bob-02"`, `devices[2].id: "bob-02" appears twice (fix: give each device its own id`},
 		{`"*"`, `"[a"`, `"[a" is not a valid glob: syntax error in pattern; close each [ with ], and write a literal *, ?, [ or \ as \*, \?, \[ or \\`},
 	} {
 		bad := strings.Replace(string(before), c.from, c.to, 1)
