@@ -448,13 +448,22 @@ func oneOf[T ~string](v string, valid ...T) string {
 }
 
 // checkTokens refuses a token of device d (at: its place in file) without
-// an id or hmac, an id used before (tokens: every device's so far; it
-// marks these), and more than two live tokens.
+// an id or hmac, with an hmac token issue never writes (no token could
+// match it: the device would be refused as if its token were wrong), an
+// id used before (tokens: every device's so far; it marks these), and
+// more than two live tokens.
 func checkTokens(at, file string, d Device, tokens map[string]bool) error {
 	live := 0
 	for j, t := range d.Tokens {
 		if t.ID == "" || t.HMAC == "" {
-			return fmt.Errorf("%s.tokens[%d]: id and hmac are required (fix: %s)", at, j, reissueFix(file, d.ID))
+			return fmt.Errorf("%s.tokens[%d]: id and hmac are required (fix: %s)", at, j, reissueFix(file, d.ID, t.ID))
+		}
+		if what := checkHMAC(t.HMAC); what != "" {
+			fix := reissueFix(file, d.ID, t.ID)
+			if strings.ToLower(t.HMAC) != t.HMAC && checkHMAC(strings.ToLower(t.HMAC)) == "" {
+				fix = "write it in lower case: token issue wrote it so"
+			}
+			return fmt.Errorf("%s.tokens[%d].hmac: %s, so no token can match it: the device's calls with its token would be refused as if the token were wrong (fix: %s)", at, j, what, fix)
 		}
 		if tokens[t.ID] {
 			return fmt.Errorf("%s.tokens[%d].id: %q is used twice (fix: remove the copy: token issue gives each token its own id; to give this device a token of its own, '%s')", at, j, t.ID, Hint(file, "token issue "+d.ID))
@@ -470,14 +479,32 @@ func checkTokens(at, file string, d Device, tokens map[string]bool) error {
 	return nil
 }
 
-// reissueFix is the fix for a token of device id that file holds garbled:
-// its line from a backup, else a new token.
-func reissueFix(file, id string) string {
+// checkHMAC says how h is not what Issue writes, 64 lowercase hex digits
+// (an HMAC-SHA256), without showing it; "" if it is.
+func checkHMAC(h string) string {
+	const want = 2 * sha256.Size
+	n := 0
+	for _, r := range h {
+		if n++; !strings.ContainsRune("0123456789abcdef", r) {
+			return fmt.Sprintf("character %d is %q, and token issue writes %d lowercase hex digits", n, string(r), want)
+		}
+	}
+	if n != want {
+		return fmt.Sprintf("%d hex digits, and token issue writes %d", n, want)
+	}
+	return ""
+}
+
+// reissueFix is the fix for a token (id tok) of device dev that file
+// holds garbled: its lines from FILE.bak where that holds them (it is the
+// file before the last gateway command: not if that command issued it),
+// else from a backup, else a new token.
+func reissueFix(file, dev, tok string) string {
 	from := "your own backup"
-	if _, err := os.Stat(file + ".bak"); err == nil {
+	if b, err := os.ReadFile(file + ".bak"); err == nil && tok != "" && bytes.Contains(b, []byte(`"`+tok+`"`)) {
 		from = file + ".bak (the file before the last gateway command changed it) or " + from
 	}
-	return fmt.Sprintf("copy the token's lines back from %s; else remove this token from the list and issue the device a new one, '%s', and put it in its .env as MEMPALACE_REMOTE_TOKEN", from, Hint(file, "token issue "+id))
+	return fmt.Sprintf("copy the token's lines back from %s; else remove this token from the list and issue the device a new one, '%s', and put it in its .env as MEMPALACE_REMOTE_TOKEN", from, Hint(file, "token issue "+dev))
 }
 
 // checkNumbers refuses a negative number, each by its own key.

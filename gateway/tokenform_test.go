@@ -7,6 +7,59 @@ import (
 	"testing"
 )
 
+// A token's hmac not as `token issue` writes it (64 lowercase hex digits:
+// a hand edit garbled it, upper-cased it or cut digits off) can never
+// match a token: the device would get a 401 blaming its token. It is
+// refused at its line and column with the fix, at load and at a live
+// reload, which keeps the previous config, and the device's token, in
+// force (attack96 F2: taken silently, and `device list` said live).
+func TestAGarbledTokenHMACIsRefusedAndTheOldConfigStays(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop := g.tokens["laptop-7f3a"]
+	good, err := os.ReadFile(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.srv.cfg.Load().Devices[0].Tokens[0].HMAC
+	reissue := "token issue laptop-7f3a"
+	for _, c := range []struct{ name, bad, fix string }{{"garbled", "zz12", reissue}, {"upper-cased", strings.ToUpper(h), "write it in lower case"}, {"cut short", h[:62], reissue}} {
+		name := c.name
+		body := strings.Replace(string(good), `"`+h+`"`, `"`+c.bad+`"`, 1)
+		if err := os.WriteFile(g.cfgFile, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadConfig(g.cfgFile)
+		if err == nil || !strings.HasPrefix(err.Error(), g.cfgFile+":") || !strings.Contains(err.Error(), ": devices[0].tokens[0].hmac: ") ||
+			!strings.Contains(err.Error(), "(fix: ") || !strings.Contains(err.Error(), c.fix) || strings.Contains(err.Error(), c.bad) {
+			t.Errorf("%s: LoadConfig: %v\nwant FILE:LINE:COL: devices[0].tokens[0].hmac: ... (fix: %s..., not showing the hmac)", name, err, c.fix)
+		}
+		if err := g.srv.Reload(); err == nil {
+			t.Errorf("%s: reloaded", name)
+		}
+		if _, rpc, code := g.call(laptop, "list_rooms", map[string]any{"wing": "shared"}); rpc != nil || code != 200 {
+			t.Errorf("%s: the laptop's token stopped working after the refused reload: %d %v", name, code, rpc)
+		}
+	}
+	// The fix sends to FILE.bak only when it holds the token (the file
+	// before the last command: not when that command issued it).
+	if _, err := LoadConfig(g.cfgFile); err == nil || strings.Contains(err.Error(), ".bak") {
+		t.Errorf("with no FILE.bak: %v", err)
+	}
+	if err := os.WriteFile(g.cfgFile+".bak", good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(g.cfgFile); err == nil || !strings.Contains(err.Error(), "copy the token's lines back from "+g.cfgFile+".bak") {
+		t.Errorf("with a FILE.bak that holds the token: %v", err)
+	}
+	if err := os.WriteFile(g.cfgFile, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(g.cfgFile); err != nil {
+		t.Errorf("the config as token issue wrote it: %v", err)
+	}
+}
+
 // Every refusal of a device's or token's id, and of a token without id or
 // hmac, says how to fix it (attack96 F3).
 func TestIDRefusalsNameTheFix(t *testing.T) {
