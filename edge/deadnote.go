@@ -25,6 +25,11 @@ package edge
 // done; outbox.DeadOp.Closed) is told the same way, in a line of its own
 // with the gateway's note, and `edge status` lists it too.
 //
+// A queued coordination write the gateway took, at a later flush, with a
+// warning (its to_agent is no device's agent: outbox.DeadOp.Warned) is
+// told the same way, in a line of its own with the warning (attack95 F2:
+// the agent was answered "queued" and believed it delivered).
+//
 // An op held as queued under another device than the gateway names the
 // token (outbox.OtherDevice: never sent, dead until the user retries or
 // drops it) is told the same way, in a line of its own ("Writes held")
@@ -216,8 +221,11 @@ func namedList(ops []outbox.DeadOp, what string, name func(outbox.DeadOp) string
 // deadNotes are the lines a tool answer carries for the ops in fresh: one
 // for the dead, one for the checkpoints with items left out.
 func deadNotes(fresh []outbox.DeadOp) []string {
-	dead, moved, left, closed := splitDead(fresh)
+	dead, moved, left, closed, warned := splitDead(fresh)
 	var notes []string
+	if len(warned) > 0 {
+		notes = append(notes, "[devbox-config] "+warnedLine(warned))
+	}
 	if len(moved) > 0 {
 		notes = append(notes, "[devbox-config] "+otherDeviceLine(moved))
 	}
@@ -236,10 +244,13 @@ func deadNotes(fresh []outbox.DeadOp) []string {
 // splitDead parts ops into the dead the primary refused, those held as
 // queued under another device than the gateway names the token
 // (outbox.OtherDevice: never sent), the checkpoints done with items
-// left out, and the kg_invalidates done with their fact closed already.
-func splitDead(ops []outbox.DeadOp) (dead, moved, left, closed []outbox.DeadOp) {
+// left out, the kg_invalidates done with their fact closed already, and
+// the coordination writes the gateway took with a warning.
+func splitDead(ops []outbox.DeadOp) (dead, moved, left, closed, warned []outbox.DeadOp) {
 	for _, o := range ops {
 		switch {
+		case o.Warned:
+			warned = append(warned, o)
 		case o.LeftOut:
 			left = append(left, o)
 		case o.Closed:
@@ -250,7 +261,19 @@ func splitDead(ops []outbox.DeadOp) (dead, moved, left, closed []outbox.DeadOp) 
 			dead = append(dead, o)
 		}
 	}
-	return dead, moved, left, closed
+	return dead, moved, left, closed, warned
+}
+
+// warnedLine names the queued coordination writes the gateway took with a
+// warning (the first deadNamed, then a count), each with the warning:
+// their agent was answered "queued" and believes them delivered
+// (attack95 F2).
+func warnedLine(warned []outbox.DeadOp) string {
+	list := namedList(warned, "", func(o outbox.DeadOp) string {
+		return fmt.Sprintf("%s (op %s): %s", o.Tool, o.Short(), truncate(mailbox.Printable(o.Reason), leftOutMax))
+	})
+	return fmt.Sprintf("%s queued by this devbox and sent later %s taken by the gateway with a warning: %s.",
+		plural(len(warned), "a coordination write", "coordination writes"), plural(len(warned), "was", "were"), list)
 }
 
 // otherDeviceLine says the writes held as queued under another device,
@@ -308,8 +331,8 @@ func deadNote(fresh []outbox.DeadOp) string {
 // the outbox holds (attack63 F5: 2 dead, "holds 1").
 func (e *Edge) deadInstructions(ctx context.Context) string {
 	all := e.newDead(ctx, true)
-	dead, moved, left, closed := splitDead(e.toldAtStart(ctx, all))
-	allDead, allMoved, _, _ := splitDead(all)
+	dead, moved, left, closed, warned := splitDead(e.toldAtStart(ctx, all))
+	allDead, allMoved, _, _, _ := splitDead(all)
 	var lines []string
 	if len(moved) > 0 {
 		lines = append(lines, "Writes held (devbox-config edge): "+otherDeviceLine(allMoved))
@@ -319,6 +342,9 @@ func (e *Edge) deadInstructions(ctx context.Context) string {
 	}
 	if len(left) > 0 {
 		lines = append(lines, fmt.Sprintf("Checkpoints shared in part (devbox-config edge, said at %d session starts): %s", deadToldMax, leftOutLine(left)))
+	}
+	if len(warned) > 0 {
+		lines = append(lines, fmt.Sprintf("Writes sent with a warning (devbox-config edge, said at %d session starts): %s", deadToldMax, warnedLine(warned)))
 	}
 	if len(closed) > 0 {
 		lines = append(lines, fmt.Sprintf("Facts closed already (devbox-config edge, said at %d session starts): %s", deadToldMax, closedLine(closed)))

@@ -1061,6 +1061,9 @@ type DeadOp struct {
 	// Closed: a kg_invalidate of a fact the primary held closed already
 	// (AlreadyClosed; Reason is the gateway's note), done, nothing changed.
 	Closed bool
+	// Warned: a coordination write the gateway took with a warning (its
+	// to_agent is no device's agent; Reason is the warning), done.
+	Warned bool
 	// Kind is its last failure's kind (OtherDevice: held, never sent).
 	Kind Kind
 }
@@ -1088,6 +1091,18 @@ func closedKey(id string) string { return closedNotes + id }
 // already_closed, found by their notes (closedNotes) on the ops' op_id index.
 const closedOps = `op_id IN (SELECT substr(key, length('` + closedNotes + `')+1) FROM meta WHERE key GLOB '` + closedNotes + `*')`
 
+// warnedNotes prefixes the meta key of each done coordination write the
+// gateway answered with a warning (Warned: its agent was told "queued"
+// when it wrote it, and is told the warning as of a dead op), as
+// closedNotes.
+const warnedNotes = "warned:"
+
+// Warned is a done op's note's kind: the gateway took it with a warning.
+const Warned Kind = "warned"
+
+// warnedOps is the WHERE of the done writes noted warnedNotes.
+const warnedOps = `op_id IN (SELECT substr(key, length('` + warnedNotes + `')+1) FROM meta WHERE key GLOB '` + warnedNotes + `*')`
+
 // DeadOps lists the dead ops, the checkpoints done with items left out
 // (LeftOut) and the kg_invalidates done with their fact closed already
 // (Closed), oldest first, reading only their own indexes and rows (the
@@ -1102,11 +1117,12 @@ func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
 	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
 		var d DeadOp
 		var seq int64
-		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &d.Kind, &seq, &d.LeftOut, &d.Closed)
+		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &d.Kind, &seq, &d.LeftOut, &d.Closed, &d.Warned)
 		return d, err
-	}, `SELECT `+cols+`, 0, 0 FROM ops WHERE state='dead'
-		UNION ALL SELECT `+cols+`, 1, 0 FROM ops WHERE `+leftOutOps+`
-		UNION ALL SELECT `+cols+`, 0, 1 FROM ops WHERE state='done' AND `+closedOps+` ORDER BY local_seq`)
+	}, `SELECT `+cols+`, 0, 0, 0 FROM ops WHERE state='dead'
+		UNION ALL SELECT `+cols+`, 1, 0, 0 FROM ops WHERE `+leftOutOps+`
+		UNION ALL SELECT `+cols+`, 0, 1, 0 FROM ops WHERE state='done' AND `+closedOps+`
+		UNION ALL SELECT `+cols+`, 0, 0, 1 FROM ops WHERE state='done' AND `+warnedOps+` ORDER BY local_seq`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}

@@ -246,6 +246,11 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", kept)
 		note = noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
 	}
+	warning := warnedOf(op, res, kind)
+	if warning != "" {
+		f.Log.Warn("the gateway took a queued coordination write with a warning; its agent is told", "op", op.Short(), "tool", op.Tool, "warning", warning)
+		note = noteOf(Warned, warning, now)
+	}
 	if words := leftOut(op, res); words != "" && kind == "" {
 		f.Log.Info("the gateway left out of a checkpoint items an admin deleted on the primary: done", "op", op.Short(), "answer", words)
 		note = noteOf(DeletedOnPrimary, words, now)
@@ -258,6 +263,11 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 			}
 			if closed { // its agent is told (DeadOps), found by its note
 				if err := setMeta(ctx, tx, closedKey(op.ID), kept); err != nil {
+					return err
+				}
+			}
+			if warning != "" { // likewise
+				if err := setMeta(ctx, tx, warnedNotes+op.ID, "1"); err != nil {
 					return err
 				}
 			}
@@ -275,6 +285,16 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		f.S.notices.Add(1) // its agent is told (DeadOps)
 	}
 	f.S.notify(op.ID)
+}
+
+// warnedOf is the gateway's warning on the answer of op, a coordination
+// write it took ("": none; gateway/addressee.go).
+func warnedOf(op Op, res map[string]any, kind Kind) string {
+	w, _ := res["warning"].(string)
+	if rec, _ := catalogue.Lookup(op.Tool); kind != "" || rec.Route != catalogue.CoordinationWrite {
+		return ""
+	}
+	return w
 }
 
 // leftOut is what a checkpoint's answer says the gateway left out ("":

@@ -103,7 +103,7 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 	// And the notes keyed by an op gone: the already_closed notes of the
 	// invalidates (closedNotes), the bases of the updates (Write.Base),
 	// the devices retried ops were first queued as (queuedAsKey).
-	for _, prefix := range []string{closedNotes, baseNotes, queuedAsNotes} {
+	for _, prefix := range []string{closedNotes, warnedNotes, baseNotes, queuedAsNotes} {
 		if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key GLOB ? || '*' AND substr(key, length(?) + 1) NOT IN (SELECT op_id FROM ops)`, prefix, prefix); err != nil {
 			return total, err
 		}
