@@ -122,6 +122,10 @@ func TestMailboxCommand(t *testing.T) {
 	if out, _ := cli(0, "mailbox", "--stream", "devbx"); !strings.Contains(out, `Nothing is owed by "opencode@box" on stream "devbx" (1 owed on other streams).`) {
 		t.Fatalf("--stream devbx: %s", out)
 	}
+	// and --json says so to a script as the edge's tool does (attack95 F6)
+	if out, _ := cli(0, "mailbox", "--json", "--stream", "devbx"); !strings.Contains(out, `"stream": "devbx"`) || !strings.Contains(out, `"other_streams": 1`) || !strings.Contains(out, `"count": 0`) {
+		t.Fatalf("--json --stream devbx: %s", out)
+	}
 	// MemPalace keeps stream names trimmed; an empty one is a mistake
 	// (attack59 B5: " other " listed none, "" listed every stream)
 	if out, _ := cli(0, "mailbox", "--json", "--stream", " other "); !strings.Contains(out, `"count": 1`) {
