@@ -17,6 +17,8 @@ import (
 // device later reads it, and so does a client of the primary that is no
 // device of this gateway. A broadcast ("*") and an event addressed to
 // nobody (no to_agent) are what they say (RFC 003 §7.4): not warned.
+// Names are quoted ASCII-only (%+q: "claude@\u0430lice"), so a
+// look-alike differs visibly from the agent it imitates (attack95 F3).
 func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 	to, _ := args["to_agent"].(string)
 	if to == "" || to == "*" {
@@ -29,7 +31,7 @@ func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 		}
 		agents = append(agents, d.Agents...)
 	}
-	w := fmt.Sprintf("devbox-config gateway: to_agent %q is no agent of any device, so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same (a device given that agent later sees it)", to)
+	w := fmt.Sprintf("devbox-config gateway: to_agent %+q is no agent of any device, so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same (a device given that agent later sees it)", to)
 	if meant := meantAgents(to, agents); len(meant) > 0 {
 		w += fmt.Sprintf("; did you mean %s? Addresses match exactly, case included: send it again to that one", strings.Join(meant, " or "))
 	} else {
@@ -43,7 +45,7 @@ func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 // two edits), else, for a bare name, every agent <name>@<label>.
 func meantAgents(to string, agents []string) []string {
 	if a := confpos.Nearest(to, agents); a != "" {
-		return []string{fmt.Sprintf("%q", a)}
+		return []string{fmt.Sprintf("%+q", a)}
 	}
 	var out []string
 	if strings.Contains(to, "@") {
@@ -51,7 +53,7 @@ func meantAgents(to string, agents []string) []string {
 	}
 	for _, a := range agents {
 		if name, _, _ := strings.Cut(a, "@"); strings.EqualFold(name, to) {
-			out = append(out, fmt.Sprintf("%q", a))
+			out = append(out, fmt.Sprintf("%+q", a))
 		}
 	}
 	return out

@@ -7,7 +7,8 @@ import (
 
 // An ask to a name no device's agent has (another case, a typo, a bare
 // name) is written, and its sender is warned with the agent it likely
-// meant (attack93 F2); an ask to an agent, a broadcast or nobody is not.
+// meant (attack93 F2), its name escaped past ASCII so a look-alike is
+// seen (attack95 F3); an ask to an agent, a broadcast or nobody is not.
 func TestAddresseeWarning(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, artRefDevices)
@@ -16,6 +17,8 @@ func TestAddresseeWarning(t *testing.T) {
 		{"claude@alise", `did you mean "claude@alice"?`},
 		{"claude", `did you mean "claude@alice"?`},
 		{"gemini@nowhere", "<harness>@<label>"},
+		// a look-alike shows where it differs (attack95 F3): Cyrillic а
+		{"claude@\u0430lice", `to_agent "claude@\u0430lice" is no agent`},
 		{"claude@alice", ""},
 		{"*", ""},
 		{"", ""},
