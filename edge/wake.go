@@ -381,7 +381,9 @@ func (e *Edge) trustedNow(v owedView) owedView {
 // now) when the view has asks to filter, with a session when it has none.
 // A gateway's server error (503: the primary behind it failed) carries the
 // header too, but is no answer of the primary: the breaker it opens is
-// waited for.
+// waited for. So is an answer the gateway gives itself (the client's
+// server/discover, 200 with the header, just before its initialize gets
+// the 503: attack95 F4): the header counts once the connect is answered.
 // It waits at most until the edge's start + wakeTrustWait (a hung
 // primary).
 func (e *Edge) awaitPrimary(ctx context.Context) {
@@ -396,7 +398,7 @@ func (e *Edge) awaitPrimary(ctx context.Context) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, ok := e.remote.Device(); ok && e.remote.LastStatus() < 500 || !e.remote.Up() || none && e.remote.Connected() {
+		if _, ok := e.remote.Device(); ok && e.remote.LastStatus() < 500 && e.remote.Connected() || !e.remote.Up() || none && e.remote.Connected() {
 			return
 		}
 		select {

@@ -1,11 +1,14 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -184,5 +187,40 @@ func TestAKeptViewIsReadAgainForEachAnswer(t *testing.T) {
 	kept := a.keptView(ctx, "")
 	if got := fmt.Sprint(kept["asks"]); strings.Contains(got, "evt_a") || !strings.Contains(got, "evt_b") {
 		t.Errorf("session A's kept view after session B answered evt_a: %v", got)
+	}
+}
+
+// attack95 F4: a real gateway whose primary stopped answers the client's
+// discovery request (server/discover, which the gateway answers itself)
+// 200 with its device header, and the initialize that follows 503. The
+// 200 is no answer of the primary: the session start still waits for the
+// 503 to open the breaker and says the primary is not reachable now.
+// Before, the 200 ended the wait (about half the sessions of a real
+// gateway said "newer asks come as notes"); here the 503 comes 100 ms
+// later, so it did every time.
+func TestAWakeBehindAGatewayAnsweringDiscovery200AndInitialize503(t *testing.T) {
+	t.Parallel()
+	header := deviceinfo.Info{ID: "desk-9b21", Label: "edge-test", Agents: []string{"opencode@edge-test"}}.HeaderValue()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set(deviceinfo.Header, header)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost || !bytes.Contains(body, []byte(`"initialize"`)) {
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Unknown method"}}`))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"upstream unreachable: not sent"}}`))
+	}))
+	defer srv.Close()
+	p := NewPrimary(srv.URL+"/mcp", func() string { return "tok" }, slog.New(slog.DiscardHandler),
+		PrimaryOptions{Timeout: 5 * time.Second, Probe: time.Minute, Quiet: true})
+	defer p.Close()
+	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0), remote: p}
+	e.wk.view = owedView{At: time.Now().Add(-time.Hour), Asks: []owedAsk{{ID: "evt_a", Line: "evt_a: task.request from pi@laptop: x", Sender: "pi@laptop"}}}
+	go p.Call(context.Background(), &mcp.CallToolParams{Name: "mempalace_event_list"}, false) // the first read
+	if in := e.wakeInstructions(context.Background()); !strings.Contains(in, "not reachable now") || strings.Contains(in, "notes") {
+		t.Errorf("the session start behind a gateway answering discovery 200 and initialize 503 says\n%s", in)
 	}
 }
