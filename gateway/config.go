@@ -12,6 +12,8 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -317,11 +319,8 @@ func (c *Config) Validate() error { return c.validate(nil) }
 // validate is Validate, the names of the devices in settled (nameKeys)
 // taken as given: a look-alike names the other device (checkNames).
 func (c *Config) validate(settled map[string]bool) error {
-	if c.SecretFile == "" {
-		return errors.New("secret_file: required")
-	}
-	if c.AuditLog == "" {
-		return errors.New("audit_log: required")
+	if err := c.checkRequired(); err != nil {
+		return err
 	}
 	if err := c.checkNumbers(); err != nil {
 		return err
@@ -333,7 +332,11 @@ func (c *Config) validate(settled map[string]bool) error {
 		return err
 	}
 	if w := c.InstructionWing; w != "" && (strings.TrimSpace(w) != w || strings.ContainsAny(w, `*?[\/`)) {
-		return fmt.Errorf("instruction_wing: %q must be one wing's name (no glob characters, '/' or surrounding spaces), e.g. \"wing_instructions\"", w)
+		fix := `write one wing's name, as gateway init does, "instruction_wing": "wing_instructions"; or remove the line to have no instruction wing`
+		if t := strings.TrimSpace(w); !strings.ContainsAny(t, `*?[\/`) && t != "" {
+			fix = fmt.Sprintf("write %q, without the spaces", t)
+		}
+		return fmt.Errorf("instruction_wing: %q must be one wing's name (no glob characters, '/' or surrounding spaces) (fix: %s)", w, fix)
 	}
 	seen := map[string]bool{}
 	for _, d := range c.Devices {
@@ -352,7 +355,7 @@ func (c *Config) validate(settled map[string]bool) error {
 			return err
 		}
 		if d.BulkDelete && !d.Admin {
-			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
+			return fmt.Errorf(`%s.bulk_delete: only an admin device may delete, so the grant can never apply (fix: give the device "admin": true too (with a command, --admin), or remove "bulk_delete")`, at)
 		}
 		if err := cmp.Or(nonNegative(at+".read_rate", d.ReadRate, "50 a second"), nonNegative(at+".write_rate", d.WriteRate, "10 a second"), nonNegative(at+".max_streams", d.MaxStreams, fmt.Sprintf("one stream per agent, at least %d", DefaultStreamShare))); err != nil {
 			return err
@@ -370,6 +373,33 @@ func (c *Config) validate(settled map[string]bool) error {
 		return err
 	}
 	return c.checkNames(settled)
+}
+
+// checkRequired refuses a config without secret_file or audit_log: the
+// fix is its line from FILE.bak where that holds one, else what gateway
+// init writes.
+func (c *Config) checkRequired() error {
+	for _, r := range []struct{ key, val, sample, made string }{
+		{"secret_file", c.SecretFile, "gateway.secret", "beside this file, made on first use while no token is live); with tokens issued, name the file that holds the secret they were issued under, or every token is refused"},
+		{"audit_log", c.AuditLog, "audit/audit.jsonl", "below this file's directory, made on first use); for a gateway that ran before, name the log it wrote"},
+	} {
+		if r.val != "" {
+			continue
+		}
+		fix := fmt.Sprintf(`add "%s": %q (as gateway init writes: %s`, r.key, r.sample, r.made)
+		if bakHolds(c.file, `"`+r.key+`"`) {
+			fix = fmt.Sprintf("copy its line back from %s.bak (the file before the last gateway command changed it); else %s", c.file, fix)
+		}
+		return fmt.Errorf("%s: required (fix: %s)", r.key, fix)
+	}
+	return nil
+}
+
+// bakHolds reports whether file's FILE.bak, the file before the last
+// gateway command changed it, holds s.
+func bakHolds(file, s string) bool {
+	b, err := os.ReadFile(file + ".bak")
+	return err == nil && file != "" && bytes.Contains(b, []byte(s))
 }
 
 // checkRemovedAgents refuses a device's agent that is, or looks like, one
@@ -399,16 +429,40 @@ func checkDeviceID(at, id string, seen map[string]bool) error {
 		return fmt.Errorf("%s.id: missing or empty (fix: give the device an id of 1-64 letters, digits, . _ - (an opaque id such as a uuid); a null or {} in devices is no device: remove it)", at)
 	}
 	if !deviceIDRE().MatchString(id) {
-		return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, id)
+		return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ -, the first a letter or digit (an opaque id such as a uuid) (fix: write it as %q)", at, id, idLike(id, seen))
 	}
 	if id == origin.Unknown {
-		return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin; choose another id", at, id)
+		return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin (fix: give the device another id, e.g. %q)", at, id, idLike(id+"-device", seen))
 	}
 	if seen[id] {
 		return fmt.Errorf("%s.id: %q appears twice (fix: give each device its own id, or remove one of the two)", at, id)
 	}
 	seen[id] = true
 	return nil
+}
+
+// idLike is an id for a device whose id is not one: each character an id
+// cannot hold a '-', the first a letter or digit, at most 64, none of the
+// ids in seen; "device-N" where nothing of it is left.
+func idLike(id string, seen map[string]bool) string {
+	s := strings.Map(func(r rune) rune {
+		if r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return r
+		}
+		return '-'
+	}, id)
+	s = strings.TrimLeft(s, "._-")
+	s = s[:min(len(s), 60)] // ASCII: room for a "-N"
+	if s == "" {
+		s = "device"
+	}
+	try := s
+	for n := 2; ; n++ {
+		if _, taken := seen[try]; !taken && try != origin.Unknown {
+			return try
+		}
+		try = fmt.Sprintf("%s-%d", s, n)
+	}
 }
 
 // checkGrants refuses a device's read or write glob, kg grant or agent
@@ -428,10 +482,26 @@ func checkGrants(at string, d Device) error {
 	}
 	for j, a := range d.Agents {
 		if !agentRE().MatchString(a) {
-			return fmt.Errorf("%s.agents[%d]: %q can never match a from_agent (no spaces or '/', 1-128 characters)", at, j, a)
+			return fmt.Errorf("%s.agents[%d]: %q can never match a from_agent (no spaces or '/', 1-128 characters) (fix: %s)", at, j, a, agentFix(a))
 		}
 	}
 	return nil
+}
+
+// agentFix is the fix for agent name a that can never match: the name
+// with each space and '/' a '-', cut to 128 characters; an empty one
+// removed.
+func agentFix(a string) string {
+	s := []rune(strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || r == '/' {
+			return '-'
+		}
+		return r
+	}, strings.TrimSpace(a)))
+	if len(s) == 0 {
+		return "remove it from the list"
+	}
+	return fmt.Sprintf("write it as %q, and have the agent send that as from_agent (<harness>@<this device's label>); or remove it from the list", string(s[:min(len(s), 128)]))
 }
 
 // oneOf is the fix for v, not one of the valid values: the one it is
@@ -453,7 +523,7 @@ func oneOf[T ~string](v string, valid ...T) string {
 // id used before (tokens: every device's so far; it marks these), and
 // more than two live tokens.
 func checkTokens(at, file string, d Device, tokens map[string]bool) error {
-	live := 0
+	var live []Token
 	for j, t := range d.Tokens {
 		if t.ID == "" || t.HMAC == "" {
 			return fmt.Errorf("%s.tokens[%d]: id and hmac are required (fix: %s)", at, j, reissueFix(file, d.ID, t.ID))
@@ -470,13 +540,24 @@ func checkTokens(at, file string, d Device, tokens map[string]bool) error {
 		}
 		tokens[t.ID] = true
 		if t.Live(time.Now()) {
-			live++
+			live = append(live, t)
 		}
 	}
-	if live > 2 {
-		return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
+	if len(live) > 2 {
+		return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out) (fix: %s)", at, len(live), revokeFix(live))
 	}
 	return nil
+}
+
+// revokeFix is the fix for more live tokens than two: revoke all but the
+// two newest.
+func revokeFix(live []Token) string {
+	slices.SortStableFunc(live, func(a, b Token) int { return b.Created.Compare(a.Created) })
+	ids := make([]string, 0, len(live)-2)
+	for _, t := range live[2:] {
+		ids = append(ids, strconv.Quote(t.ID))
+	}
+	return fmt.Sprintf(`add "revoked": true to the older token(s), id %s, so the two newest, %q and %q, stay live`, strings.Join(ids, ", "), live[0].ID, live[1].ID)
 }
 
 // checkHMAC says how h is not what Issue writes, 64 lowercase hex digits
@@ -501,7 +582,7 @@ func checkHMAC(h string) string {
 // else from a backup, else a new token.
 func reissueFix(file, dev, tok string) string {
 	from := "your own backup"
-	if b, err := os.ReadFile(file + ".bak"); err == nil && tok != "" && bytes.Contains(b, []byte(`"`+tok+`"`)) {
+	if tok != "" && bakHolds(file, `"`+tok+`"`) {
 		from = file + ".bak (the file before the last gateway command changed it) or " + from
 	}
 	return fmt.Sprintf("copy the token's lines back from %s; else remove this token from the list and issue the device a new one, '%s', and put it in its .env as MEMPALACE_REMOTE_TOKEN", from, Hint(file, "token issue "+dev))

@@ -60,22 +60,50 @@ func TestAGarbledTokenHMACIsRefusedAndTheOldConfigStays(t *testing.T) {
 	}
 }
 
-// Every refusal of a device's or token's id, and of a token without id or
-// hmac, says how to fix it (attack96 F3).
+// Every refusal of a device, its id, agents, grants and tokens, and of the
+// config's required or malformed keys, says how to fix it (attack96 F3).
 func TestIDRefusalsNameTheFix(t *testing.T) {
 	t.Parallel()
-	const hm = `"hmac": "0000000000000000000000000000000000000000000000000000000000000000", "created": "2026-01-01T00:00:00Z"`
-	for _, c := range []struct{ devs, want string }{
-		{`{"id": "d"}, {"id": "d"}`, `devices[1].id: "d" appears twice`},
-		{`{"id": "d", "tokens": [{"id": "t1", ` + hm + `}]}, {"id": "e", "tokens": [{"id": "t1", ` + hm + `}]}`, `devices[1].tokens[0].id: "t1" is used twice`},
-		{`{"id": "d", "tokens": [{"id": "t1"}]}`, `devices[0].tokens[0]: id and hmac are required`},
-		{`{"id": "d", "tokens": [{` + hm + `}]}`, `devices[0].tokens[0]: id and hmac are required`},
+	const hm = `"hmac": "0000000000000000000000000000000000000000000000000000000000000000", "created": "2026-01-0`
+	tok := func(id, day string) string { return `{"id": "` + id + `", ` + hm + day + `T00:00:00Z"}` }
+	const files = `"secret_file": "s", "audit_log": "a", `
+	devs := func(d string) string { return files + `"devices": [` + d + `]` }
+	for _, c := range []struct{ conf, want string }{
+		{devs(`{"id": "d"}, {"id": "d"}`), `devices[1].id: "d" appears twice`},
+		{devs(`{"id": "d", "tokens": [` + tok("t1", "1") + `]}, {"id": "e", "tokens": [` + tok("t1", "1") + `]}`), `devices[1].tokens[0].id: "t1" is used twice`},
+		{devs(`{"id": "d", "tokens": [{"id": "t1"}]}`), `devices[0].tokens[0]: id and hmac are required`},
+		{devs(`{"id": "d", "tokens": [{` + hm + `1T00:00:00Z"}]}`), `devices[0].tokens[0]: id and hmac are required`},
+		{devs(`{"id": "z 9"}`), `(fix: write it as "z-9")`},
+		{devs(`{"id": "_d"}, {"id": "d"}`), `(fix: write it as "d-2")`},
+		{devs(`{"id": "unknown"}`), `(fix: give the device another id, e.g. "unknown-device")`},
+		{devs(`{"id": "d", "agents": ["open code/x@lap top"]}`), `(fix: write it as "open-code-x@lap-top", and have the agent send that as from_agent`},
+		{devs(`{"id": "d", "agents": [""]}`), `(fix: remove it from the list)`},
+		{devs(`{"id": "d", "tokens": [` + tok("t1", "1") + `, ` + tok("t2", "3") + `, ` + tok("t3", "2") + `]}`), `(fix: add "revoked": true to the older token(s), id "t1", so the two newest, "t2" and "t3", stay live)`},
+		{devs(`{"id": "d", "bulk_delete": true}`), `(fix: give the device "admin": true too`},
+		{`"audit_log": "a", "devices": []`, `secret_file: required (fix: add "secret_file": "gateway.secret"`},
+		{`"secret_file": "s", "devices": []`, `audit_log: required (fix: add "audit_log": "audit/audit.jsonl"`},
+		{files + `"instruction_wing": "wing_*", "devices": []`, `(fix: write one wing's name, as gateway init does, "instruction_wing": "wing_instructions"`},
+		{files + `"instruction_wing": " wing_rules", "devices": []`, `(fix: write "wing_rules", without the spaces)`},
 	} {
 		file := filepath.Join(t.TempDir(), "g.jsonc")
-		os.WriteFile(file, []byte("{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": ["+c.devs+"],\n}\n"), 0o600)
+		os.WriteFile(file, []byte("{\n  "+c.conf+",\n}\n"), 0o600)
 		_, err := LoadConfig(file)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(fix: ") {
-			t.Errorf("%s: got %v, want %s ... (fix: ...)", c.devs, err, c.want)
+			t.Errorf("%s: got %v, want %s ... (fix: ...)", c.conf, err, c.want)
+
 		}
+	}
+}
+
+// A required key a hand edit deleted is put back from FILE.bak, which the
+// last gateway command left.
+func TestRequiredKeyFixNamesTheBackup(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	os.WriteFile(file+".bak", []byte(`{"secret_file": "s", "audit_log": "old/audit.jsonl", "devices": []}`), 0o600)
+	os.WriteFile(file, []byte(`{"secret_file": "s", "devices": []}`), 0o600)
+	_, err := LoadConfig(file)
+	if want := "(fix: copy its line back from " + file + ".bak"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }
