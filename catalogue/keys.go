@@ -120,6 +120,21 @@ func DrawerID(wing, room, content string) string {
 	return fmt.Sprintf("drawer_%s_%s_%s", wing, room, IDHash(wing, room, content)[:24])
 }
 
+// DrawerOfRow is the drawer a duplicate match's id names: MemPalace
+// matches rows, and a drawer longer than one chunk is one row per chunk,
+// {drawer_id}_chunk_{index:06d} (3.11.0's tools_write.py). Drawer ids end
+// in a hex hash, never in that suffix; any other id is returned as it is.
+func DrawerOfRow(id string) string {
+	i := strings.LastIndex(id, "_chunk_")
+	if i <= 0 {
+		return id
+	}
+	if n := id[i+len("_chunk_"):]; len(n) < 6 || strings.Trim(n, "0123456789") != "" {
+		return id
+	}
+	return id[:i]
+}
+
 // TunnelID is the id MemPalace gives a tunnel between two rooms
 // (palace_graph.py _canonical_tunnel_id): the first 16 hex digits of the
 // sha256 of the two "wing/room" endpoints (names stripped), sorted,

@@ -852,7 +852,7 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 			return t.hides(d.Get("drawer_id").String(), d.Get("metadata.source_file").String())
 		}
 	case catalogue.FilterMatches:
-		list, drop = "matches", func(m gjson.Result) bool { return t.drawers[m.Get("id").String()] }
+		list, drop = "matches", func(m gjson.Result) bool { return t.drawers[catalogue.DrawerOfRow(m.Get("id").String())] } // a long drawer matches by its chunks' rows
 	case catalogue.FilterDiary:
 		agent := strings.ToLower(gjson.Get(text, "agent").String())
 		list, drop = "entries", func(en gjson.Result) bool { return t.diaryHides(agent, en) }

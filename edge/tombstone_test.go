@@ -2,14 +2,17 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // hiddenEverywhere fails the test if any merged read through h shows the
@@ -356,5 +359,30 @@ func TestOnPrimarySaysWhereItsDeleteStands(t *testing.T) {
 	}
 	if got := deleteStands(nil); got != "" {
 		t.Errorf("no delete queued: %q", got)
+	}
+}
+
+// A drawer longer than one chunk that this device deleted (the delete
+// local only: the primary is no gateway) is hidden from the primary's
+// check_duplicate too, where MemPalace 3.11.0 names each match by its
+// chunk's row, {drawer_id}_chunk_NNNNNN (attack97: search hid it, and
+// check_duplicate still said is_duplicate with five of its chunks).
+func TestADeletedLongDrawersChunkMatchesAreHidden(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	h := start(t, harnessOpts{primaryURL: srv.URL()})
+	const content = "a long drawer that MemPalace files in many chunks"
+	id := DrawerIDFor("shared", "ops", content)
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+	h.call("delete_drawer", map[string]any{"drawer_id": id})
+	h.eventually("the delete's tombstone", func() bool { return h.edge.tombstones(context.Background()).drawers[id] })
+	answer := fmt.Sprintf(`{"is_duplicate": true, "matches": [{"id": "%s_chunk_000003", "wing": "shared", "room": "ops", "similarity": 0.9, "content": "x"}, {"id": "%s_chunk_000011", "wing": "shared", "room": "ops", "similarity": 0.8, "content": "y"}, {"id": "drawer_shared_ops_0123456789abcdef01234567_chunk_000001", "wing": "shared", "room": "ops", "similarity": 0.7, "content": "z"}]}`, id, id)
+	res := h.edge.hideTombstoned(context.Background(), catalogue.FilterMatches, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}})
+	got := res.Content[0].(*mcp.TextContent).Text
+	if strings.Contains(got, id) {
+		t.Errorf("check_duplicate shows chunks of the deleted drawer: %s", got)
+	}
+	if !strings.Contains(got, "0123456789abcdef01234567_chunk_000001") {
+		t.Errorf("check_duplicate lost another drawer's chunk: %s", got)
 	}
 }

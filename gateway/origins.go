@@ -137,7 +137,7 @@ func (a *annotator) read(it gjson.Result) record { return readRecord(it, a.keyNa
 func (a *annotator) key(r record) (provenance.Key, bool) {
 	switch a.rec {
 	case catalogue.RecordMatches, catalogue.RecordCheckpoint:
-		return provenance.Drawer(drawerOfRow(r.f[0])), r.f[0] != ""
+		return provenance.Drawer(catalogue.DrawerOfRow(r.f[0])), r.f[0] != ""
 	case catalogue.RecordEvents, catalogue.RecordArtifact:
 		return provenance.Event(r.f[0]), r.f[0] != ""
 	case catalogue.RecordDiary:
@@ -148,21 +148,6 @@ func (a *annotator) key(r record) (provenance.Key, bool) {
 		return provenance.Tunnel(r.f[0]), r.f[0] != ""
 	}
 	return provenance.Drawer(r.f[0]), r.f[0] != ""
-}
-
-// drawerOfRow is the drawer a duplicate match's id names: MemPalace
-// matches rows, and a drawer longer than one chunk is one row per chunk,
-// {drawer_id}_chunk_{index:06d} (3.11.0's tools_write.py); the gateway
-// stamps the drawer. Drawer ids end in a hex hash, never in that suffix.
-func drawerOfRow(id string) string {
-	i := strings.LastIndex(id, "_chunk_")
-	if i <= 0 {
-		return id
-	}
-	if n := id[i+len("_chunk_"):]; len(n) < 6 || strings.Trim(n, "0123456789") != "" {
-		return id
-	}
-	return id[:i]
 }
 
 // originOf is who wrote one record, as the reading device gets it.
