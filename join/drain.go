@@ -77,6 +77,7 @@ func (j *joining) connect() {
 		return
 	}
 	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version, Quiet: true,
+		ProbeMax: j.o.Stall / 4, // a primary back is used within the stall that would give up on it
 		OnLedger: func(on bool) {
 			if j.o.DryRun {
 				return // a dry run writes nothing, an earlier join's outbox included
@@ -94,8 +95,8 @@ func (j *joining) connect() {
 // settled before it (settledOps).
 func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failure {
 	var failed []Failure
-	lastProgress := time.Now()
-	if !j.sent.quiet.IsZero() {
+	lastProgress, inherited := time.Now(), !j.sent.quiet.IsZero()
+	if inherited {
 		lastProgress = j.sent.quiet // a look-up already waited for it: the stall is the run's, not the drain's
 	}
 	for ctx.Err() == nil {
@@ -116,6 +117,8 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 		}
 		if s := j.primary.State(); s == "unauthorized" {
 			return append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token; %d records stay queued for the next run: %s", left, tokenFix)})
+		} else if time.Since(lastProgress) > j.o.Stall && inherited && j.back(ctx) {
+			inherited, lastProgress = false, time.Now() // back since the look-ups: the drain gets its own stall
 		} else if time.Since(lastProgress) > j.o.Stall {
 			j.sent.quiet = lastProgress // the look-ups after it do not wait for it again
 			return append(failed, Failure{Kind: "primary", Record: "connection", Error: fmt.Sprintf("the primary accepted nothing for %s (%s); %d records stay queued: run devbox-config join again to resume (run devbox-config doctor to find why: it checks the primary, and a gateway's upstream behind it)", j.o.Stall, s, left)})
@@ -126,6 +129,17 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 		}
 	}
 	return failed
+}
+
+// back reports whether the primary, which a look-up found accepting
+// nothing, answers a connect now: its breaker stays open until the
+// prober's next probe (review30 F2: the drain gave up on a primary back
+// since, at its first pass). One call timeout, for a primary still down.
+func (j *joining) back(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	defer cancel()
+	j.primary.Check(ctx) // what it found is Connected's
+	return j.primary.Up() || j.primary.Connected()
 }
 
 // settledOps counts the ops settled (sent, refused or in doubt): one more

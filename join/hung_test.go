@@ -6,11 +6,14 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway"
 )
 
@@ -84,4 +87,109 @@ func TestAJoinAgainstAHungPrimaryGivesUpOnceAndCountsWhatItDidNotTry(t *testing.
 	if rep.NotTried != 5 || !strings.HasPrefix(counted, "5: the primary was unreachable") {
 		t.Errorf("want the 5 records not tried counted, the primary unreachable: not_tried %d, %q; failed %+v", rep.NotTried, counted, rep.Failed)
 	}
+}
+
+// flipWriter is a progress writer that calls flip at the at'th write
+// naming on: a primary that comes back at a chosen point of a phase.
+type flipWriter struct {
+	on   string
+	n    *int
+	at   int
+	flip func()
+}
+
+func (w flipWriter) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), w.on) {
+		if *w.n++; *w.n == w.at {
+			w.flip()
+		}
+	}
+	return len(b), nil
+}
+
+// A primary that hangs while a join looks up the drawers an earlier run
+// saw refused, and is back by the drain, gets the rest sent (review30 F2:
+// the drain gave up at its first pass, its breaker still open): the diary
+// entry refused again is reported with its refusal and why, not "not
+// tried"; the drawers, not sent without their look-up, are counted not
+// tried.
+func TestAPrimaryBackAfterHangingThroughTheLookUpsGetsTheRestSent(t *testing.T) {
+	t.Parallel()
+	rep := hungThroughLookUps(t, nil)
+	refused := 0
+	for _, f := range rep.Failed {
+		switch {
+		case f.Kind == Diaries && strings.Contains(f.Error, "the primary refused it: refused: JSON-RPC error -31003"):
+			refused++
+		case f.Kind == "records" && f.Record == "not tried":
+		default:
+			t.Errorf("failed: %s %s: %s", f.Kind, f.Record, f.Error)
+		}
+	}
+	if refused != 1 || rep.NotTried != 2 {
+		t.Errorf("want the diary entry sent and refused again, the 2 drawers not tried: refused %d, not_tried %d", refused, rep.NotTried)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "refuses this device's 1 diaries") }) {
+		t.Errorf("no note says why the diary entry is refused: %q", rep.Notes)
+	}
+}
+
+// hungThroughLookUps joins a palace whose 2 drawers and diary entry a
+// first join saw refused, again with the primary hung until the look-ups
+// end; then during (if any) acts on the join outbox, and the primary is
+// back.
+func hungThroughLookUps(t *testing.T, during func(*outbox.Store)) Report {
+	pr, gw, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write"}})
+	up, err := url.Parse(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: up.Scheme, Host: up.Host})
+	var hung atomic.Bool
+	release := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hung.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		r.Host = up.Host
+		fwd.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	t.Cleanup(func() { close(release) })
+	p := newPalace(t)
+	p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "entry 0"})
+	for i := range 2 {
+		p.do(t, "add_drawer", map[string]any{"wing": "other", "room": "notes", "content": fmt.Sprintf("not writable %d", i)})
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = front.URL+up.Path, func() string { return tokens["desk-9b21"] }
+	if rep := run(t, c, Options{}); rep.NotTried != 0 || len(rep.Failed) != 3 {
+		t.Fatalf("the first join, its writes refused: not tried %d, failed %+v", rep.NotTried, rep.Failed)
+	}
+	hung.Store(true)
+	c.Timeout = 300 * time.Millisecond
+	back := func() {
+		if during != nil {
+			s, err := outbox.Open(filepath.Join(p.dir, "edge", OutboxFile(Target(c.URL))), "desk-9b21", "lab")
+			if err != nil {
+				t.Error(err)
+			} else {
+				during(s)
+				s.Close()
+			}
+		}
+		hung.Store(false)
+	}
+	// The look-up phase's end draws the third line.
+	pg := &Progress{W: flipWriter{on: "looking up", n: new(int), at: 3, flip: back}, Every: time.Nanosecond}
+	rep := run(t, c, Options{Stall: 3 * time.Second, Progress: pg})
+	if hung.Load() {
+		t.Fatal("the primary was never back: the test did not reach the drain")
+	}
+	return rep
 }
