@@ -61,6 +61,7 @@ func (j *joining) drain(ctx context.Context) {
 	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: j.outboxCmd("list", "")}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, settledOps(st))...)
 	stop()
+	j.triedAnyway(context.WithoutCancel(ctx))
 	stuck := j.stuck(context.WithoutCancel(ctx))
 	j.rep.Failed = append(j.rep.Failed, stuck...)
 	if slices.ContainsFunc(stuck, func(f Failure) bool { return strings.Contains(f.Error, "JSON-RPC error -31003") }) {
@@ -129,6 +130,28 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 		}
 	}
 	return failed
+}
+
+// triedAnyway gives the drain's outcome to the records present could not
+// ask the primary about (held: not queued) whose refused op an operator's
+// retry queued meanwhile and the drain sent: its refusal, and the grants
+// that let it through, are theirs, not "not tried: the primary was
+// unreachable" (review30 F1).
+func (j *joining) triedAnyway(ctx context.Context) {
+	for i := range j.planned {
+		p := &j.planned[i]
+		n, queued := j.tries[p.op.ID]
+		if !j.unasked[p.op.ID] || !queued {
+			continue
+		}
+		op, err := j.store.Get(ctx, p.op.LocalSeq)
+		if err != nil || op.Attempts <= n {
+			continue // not sent (or unread): as present left it, counted not tried
+		}
+		delete(j.unasked, p.op.ID)
+		p.held, p.unasked = false, ""
+		j.rep.Pending[p.rec.Kind]++ // present took it off
+	}
 }
 
 // back reports whether the primary, which a look-up found accepting

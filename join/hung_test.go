@@ -1,6 +1,7 @@
 package join
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -131,6 +132,40 @@ func TestAPrimaryBackAfterHangingThroughTheLookUpsGetsTheRestSent(t *testing.T) 
 	}
 	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "refuses this device's 1 diaries") }) {
 		t.Errorf("no note says why the diary entry is refused: %q", rep.Notes)
+	}
+}
+
+// Refused drawers an operator sends again (edge outbox retry --join)
+// while a join's look-up of them finds the primary hung are sent by its
+// drain once the primary is back: refused again, they are reported with
+// that refusal and the grant that lets them through, not "not tried: the
+// primary was unreachable" (review30 F1).
+func TestDrawersRetriedWhileTheLookUpFoundThePrimaryHungAreReportedAsTheDrainFoundThem(t *testing.T) {
+	t.Parallel()
+	rep := hungThroughLookUps(t, func(s *outbox.Store) {
+		ops, err := s.List(context.Background(), 100, outbox.Dead)
+		for _, op := range ops {
+			if op.Tool == "mempalace_add_drawer" && err == nil {
+				_, err = s.Retry(context.Background(), op.ID)
+			}
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	refused := 0
+	for _, f := range rep.Failed {
+		if strings.Contains(f.Error, "the primary refused it: refused: JSON-RPC error -31003") {
+			refused++
+		} else {
+			t.Errorf("failed: %s %s: %s", f.Kind, f.Record, f.Error)
+		}
+	}
+	if refused != 3 || rep.NotTried != 0 {
+		t.Errorf("want the 2 drawers and the diary entry refused again, none not tried: refused %d, not_tried %d", refused, rep.NotTried)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "gateway device set desk-9b21 --write") }) {
+		t.Errorf("no note names the grant that lets the drawers through: %q", rep.Notes)
 	}
 }
 
