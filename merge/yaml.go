@@ -107,7 +107,8 @@ func notUTF8(src []byte) error {
 
 // duplicateKey refuses a mapping in n (at path) that names a key twice:
 // Continue's parser ("Map keys must be unique") and Goose's refuse the
-// file, and the splice would edit only one of the two. Merge keys (<<)
+// file, and the splice would edit only one of the two. Keys are compared
+// by tag and value (scalarKey), not text. Merge keys (<<)
 // and keys that are not scalars are not compared; aliases are not
 // followed.
 func duplicateKey(n *yaml.Node, path []string) error {
@@ -117,12 +118,13 @@ func duplicateKey(n *yaml.Node, path []string) error {
 		for j := 0; j+1 < len(n.Content); j += 2 {
 			k := n.Content[j]
 			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
-				if first := seen[k.Value]; first != nil {
+				key := scalarKey(k)
+				if first := seen[key]; first != nil {
 					name := strings.Join(append(slices.Clone(path), k.Value), ".")
 					return &confpos.Error{Line: k.Line, Col: k.Column, What: fmt.Sprintf("%q is named twice (first at line %d), which the harness refuses", name, first.Line),
 						Fix: "keep one, merging the two by hand"}
 				}
-				seen[k.Value] = k
+				seen[key] = k
 			}
 			if err := duplicateKey(n.Content[j+1], append(path, k.Value)); err != nil {
 				return err
@@ -136,6 +138,17 @@ func duplicateKey(n *yaml.Node, path []string) error {
 		}
 	}
 	return nil
+}
+
+// scalarKey is the key k is to YAML: its resolved tag and value, so 1
+// and "1" differ while ~ and null, or 0x1 and 1, are the same key. The
+// library's own unique-keys check compares the text, so it cannot tell.
+func scalarKey(k *yaml.Node) string {
+	var v any
+	if err := k.Decode(&v); err != nil {
+		return k.ShortTag() + "\x00" + k.Value // a value its tag cannot hold: compare the text
+	}
+	return fmt.Sprintf("%s\x00%v", k.ShortTag(), v)
 }
 
 // versionAsComment is src with a %YAML 1.x directive of its prologue (the

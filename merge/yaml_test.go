@@ -250,3 +250,22 @@ func TestYAMLDirectives(t *testing.T) {
 		}
 	}
 }
+
+// review30 F4: a key is its tag and value, as YAML (and Continue's and
+// Goose's parsers) see it, not its text.
+func TestYAMLDuplicateKeysAreComparedAsYAMLDoes(t *testing.T) {
+	for _, c := range []struct {
+		keys string
+		dup  bool
+	}{
+		{"  1: one\n  \"1\": also one\n", false},
+		{"  a: one\n  \"a\": two\n", true},
+		{"  ~: one\n  null: two\n", true},
+		{"  0x1: one\n  1: two\n", true},
+	} {
+		_, err := ParseYAML([]byte("models: []\nenv:\n"+c.keys), "name")
+		if dup := err != nil && strings.Contains(err.Error(), "named twice"); dup != c.dup || (err != nil && !dup) {
+			t.Errorf("%q: error %v, want a duplicate: %v", c.keys, err, c.dup)
+		}
+	}
+}
