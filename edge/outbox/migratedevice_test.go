@@ -264,3 +264,33 @@ func TestARetriedOpKeepsTheTokenItWasQueuedUnder(t *testing.T) {
 		t.Errorf("sent %q; the op is %s (%s, %v): want it held as dev-z's", g.sent, got.State, outbox.FailureOf(got.Error).Kind, err)
 	}
 }
+
+// review30 F3 (attack80 F3's pattern): `retry --force` on a write still
+// queued under another token than .env's now, before any flush held it,
+// said "queued to be sent again" and left it as it was, so the next flush
+// held it. Forced, it is recorded as the token's device now, and sent.
+func TestAForcedRetryOfAnOpQueuedUnderAnotherTokenSendsIt(t *testing.T) {
+	t.Parallel()
+	token := "dev-z's token"
+	s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "dev-z", Label: "laptopz", Token: func() string { return token }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"written under dev-z's token"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token = "dev-w's token"
+	if _, err := s.RetryAs(ctx, op.ID, func(context.Context) (string, error) { return "dev-w", nil }, true); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayNaming{dev: "dev-w", removed: []string{"dev-z"}}
+	if _, err := (&outbox.Flusher{S: s, P: g}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, op.LocalSeq); err != nil || got.State != outbox.Done || len(g.sent) != 1 {
+		t.Errorf("after retry --force, the op is %s (%v: %v), sent %q: want it sent as dev-w", got.State, outbox.FailureOf(got.Error).Message, err, g.sent)
+	}
+}

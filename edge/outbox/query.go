@@ -259,7 +259,7 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 		// Sent as another device, it names the one it was first queued as
 		// (QueuedAsFrom), so a gateway's ledger files it once whichever
 		// machine sends it (a copy of this outbox, under that device).
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING`, queuedAsKey(o.ID), o.TokenDevice); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING`, queuedAsKey(o.ID), queuedAs(o)); err != nil {
 			return Op{}, err
 		}
 	}
@@ -281,10 +281,12 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 // one it was queued as (under the token it was: tokenColumn), or, for an
 // op held as queued under another device (or, forced, one still queued as
 // the device it was: a copy's op no flush has held yet, attack80 F3: it
-// said "queued to be sent again", and the next flush held it again), the
+// said "queued to be sent again", and the next flush held it again; or
+// one queued under another token than .env's now, review30 F3), the
 // token's now.
 func (s *Store) retryDevice(ctx context.Context, o Op, tokenDevice func(context.Context) (string, error), force bool) (string, error) {
-	if !(o.State == Dead && FailureOf(o.Error).Kind == OtherDevice || force && o.State == Queued && o.TokenDevice != "") {
+	otherToken := o.TokenDevice == "" && o.queuedUnder != "" && o.queuedUnder != s.tokenPrint()
+	if !(o.State == Dead && FailureOf(o.Error).Kind == OtherDevice || force && o.State == Queued && (o.TokenDevice != "" || otherToken)) {
 		return o.tokenColumn(), nil
 	}
 	if err := s.refuseBeforeCopy(ctx, o, force); err != nil {
@@ -295,7 +297,7 @@ func (s *Store) retryDevice(ctx context.Context, o Op, tokenDevice func(context.
 	}
 	device, err := tokenDevice(ctx)
 	if err != nil {
-		return "", fmt.Errorf("op %s stays held (queued as device %s): %w", o.Short(), o.TokenDevice, err)
+		return "", fmt.Errorf("op %s stays held (queued as device %s): %w", o.Short(), queuedAs(o), err)
 	}
 	return device, nil
 }
