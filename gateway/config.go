@@ -398,8 +398,11 @@ func (c *Config) checkRequired() error {
 // bakHolds reports whether file's FILE.bak, the file before the last
 // gateway command changed it, holds s.
 func bakHolds(file, s string) bool {
+	if file == "" {
+		return false // a config built in memory: no .bak to name
+	}
 	b, err := os.ReadFile(file + ".bak")
-	return err == nil && file != "" && bytes.Contains(b, []byte(s))
+	return err == nil && bytes.Contains(b, []byte(s))
 }
 
 // checkRemovedAgents refuses a device's agent that is, or looks like, one
@@ -518,17 +521,19 @@ func oneOf[T ~string](v string, valid ...T) string {
 }
 
 // checkTokens refuses a token of device d (at: its place in file) without
-// an id or hmac, with an hmac token issue never writes (no token could
-// match it: the device would be refused as if its token were wrong), an
-// id used before (tokens: every device's so far; it marks these), and
-// more than two live tokens.
+// an id or hmac, a live one with an hmac token issue never writes (no
+// token could match it: the device would be refused as if its token were
+// wrong; a revoked or expired one never authenticates, so its hmac stops
+// nothing), an id used before (tokens: every device's so far; it marks
+// these), and more than two live tokens.
 func checkTokens(at, file string, d Device, tokens map[string]bool) error {
 	var live []Token
+	now := time.Now()
 	for j, t := range d.Tokens {
 		if t.ID == "" || t.HMAC == "" {
 			return fmt.Errorf("%s.tokens[%d]: id and hmac are required (fix: %s)", at, j, reissueFix(file, d.ID, t.ID))
 		}
-		if what := checkHMAC(t.HMAC); what != "" {
+		if what := checkHMAC(t.HMAC); what != "" && t.Live(now) {
 			fix := reissueFix(file, d.ID, t.ID)
 			if strings.ToLower(t.HMAC) != t.HMAC && checkHMAC(strings.ToLower(t.HMAC)) == "" {
 				fix = "write it in lower case: token issue wrote it so"
@@ -539,7 +544,7 @@ func checkTokens(at, file string, d Device, tokens map[string]bool) error {
 			return fmt.Errorf("%s.tokens[%d].id: %q is used twice (fix: remove the copy: token issue gives each token its own id; to give this device a token of its own, '%s')", at, j, t.ID, Hint(file, "token issue "+d.ID))
 		}
 		tokens[t.ID] = true
-		if t.Live(time.Now()) {
+		if t.Live(now) {
 			live = append(live, t)
 		}
 	}
@@ -577,15 +582,41 @@ func checkHMAC(h string) string {
 }
 
 // reissueFix is the fix for a token (id tok) of device dev that file
-// holds garbled: its lines from FILE.bak where that holds them (it is the
-// file before the last gateway command: not if that command issued it),
-// else from a backup, else a new token.
+// holds garbled: its lines from FILE.bak where that holds them with an
+// hmac as token issue writes it (it is the file before the last gateway
+// command: not if that command issued it, nor if the token was garbled
+// before it), else from a backup, else a new token.
 func reissueFix(file, dev, tok string) string {
 	from := "your own backup"
-	if tok != "" && bakHolds(file, `"`+tok+`"`) {
+	if tok != "" && bakHasToken(file, tok) {
 		from = file + ".bak (the file before the last gateway command changed it) or " + from
 	}
 	return fmt.Sprintf("copy the token's lines back from %s; else remove this token from the list and issue the device a new one, '%s', and put it in its .env as MEMPALACE_REMOTE_TOKEN", from, Hint(file, "token issue "+dev))
+}
+
+// bakHasToken reports whether file's FILE.bak holds token tok with a
+// well-formed hmac.
+func bakHasToken(file, tok string) bool {
+	if !bakHolds(file, `"`+tok+`"`) {
+		return false
+	}
+	var bak struct {
+		Devices []struct {
+			Tokens []Token `json:"tokens"`
+		} `json:"devices"`
+	}
+	b, err := os.ReadFile(file + ".bak")
+	if err != nil || (confpos.JSON{JSONC: true}).DecodeJSON(file+".bak", b, &bak) != nil {
+		return false // gone since, or it does not parse: no fix
+	}
+	for _, d := range bak.Devices {
+		for _, t := range d.Tokens {
+			if t.ID == tok && checkHMAC(t.HMAC) == "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkNumbers refuses a negative number, each by its own key.

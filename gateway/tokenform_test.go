@@ -52,11 +52,37 @@ func TestAGarbledTokenHMACIsRefusedAndTheOldConfigStays(t *testing.T) {
 	if _, err := LoadConfig(g.cfgFile); err == nil || !strings.Contains(err.Error(), "copy the token's lines back from "+g.cfgFile+".bak") {
 		t.Errorf("with a FILE.bak that holds the token: %v", err)
 	}
+	// review30 F5: not when FILE.bak holds the token garbled the same way.
+	garbled, err := os.ReadFile(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.cfgFile+".bak", garbled, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(g.cfgFile); err == nil || strings.Contains(err.Error(), ".bak") {
+		t.Errorf("with a FILE.bak that holds the token garbled too: %v", err)
+	}
 	if err := os.WriteFile(g.cfgFile, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadConfig(g.cfgFile); err != nil {
 		t.Errorf("the config as token issue wrote it: %v", err)
+	}
+}
+
+// review30 F5: a revoked or expired token can never authenticate, so its
+// garbled hmac does not stop the gateway from starting (nor every
+// operator command, which validates the config).
+func TestAGarbledHMACOfADeadTokenDoesNotStopStart(t *testing.T) {
+	t.Parallel()
+	const files = `"secret_file": "s", "audit_log": "a", `
+	for _, end := range []string{`"revoked": true`, `"expires": "2020-01-01T00:00:00Z"`} {
+		file := filepath.Join(t.TempDir(), "g.jsonc")
+		os.WriteFile(file, []byte(`{`+files+`"devices": [{"id": "d", "tokens": [{"id": "t1", "hmac": "zz12", "created": "2019-01-01T00:00:00Z", `+end+`}]}]}`), 0o600)
+		if _, err := LoadConfig(file); err != nil {
+			t.Errorf("%s: %v", end, err)
+		}
 	}
 }
 
