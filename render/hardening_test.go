@@ -307,6 +307,14 @@ func TestSaveWhileRenderRunsIsKept(t *testing.T) {
 		!strings.Contains(strings.Join(res[0].Warnings, "\n"), "(fix: run render again)") {
 		t.Fatalf("action %s, warnings %q", res[0].Action, res[0].Warnings)
 	}
+	// review30 F6: the record does not say render was about to write a
+	// value it never wrote, and the .bak it made first is told.
+	if rec, _ := os.ReadFile(filepath.Join(dir, fingerprint.StateFile)); bytes.Contains(rec, []byte(`"pending"`)) {
+		t.Errorf("the record still names the value never written as pending:\n%s", rec)
+	}
+	if !strings.Contains(strings.Join(res[0].Warnings, "\n"), ".bak") {
+		t.Errorf("the .bak left is not told: %q", res[0].Warnings)
+	}
 	o.Sys = nil
 	if res, _, _ = Run(o, false); res[0].Kept() {
 		t.Fatalf("again: %s %q", res[0].Action, res[0].Warnings)

@@ -353,6 +353,7 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 		if d.action != merge.Unchanged {
 			// The managed value changes: record it as pending first.
 			c.PendingState, c.StatePath = d.pending(m.rec.Name, newRecord).Marshal(), d.statePath
+			c.StateBefore = d.state.Marshal()
 		}
 		r.Changes = append(r.Changes, c)
 	}

@@ -81,6 +81,9 @@ type Change struct {
 	// record that recognises both the old and the new file.
 	PendingState []byte
 	StatePath    string
+	// StateBefore is the record without the pending value, written back
+	// when the file changed while render ran and nothing was written.
+	StateBefore []byte
 	// own: the file is render's own (a .proposed, the record), written
 	// with System.WriteOwn, never through a link.
 	own bool
@@ -276,6 +279,22 @@ func cleanTemps(opts Options, r Result) {
 	}
 }
 
+// changedWhileRendering is apply's refusal of c, whose file changed while
+// render ran: the record no longer names the value never written as
+// pending; the .bak made first stays (a copy of the file as read).
+func changedWhileRendering(opts Options, c Change) error {
+	what := "it changed while render ran (an editor or the harness saved it), so nothing was written to it"
+	if c.Backup && c.Old != nil {
+		what += "; the copy of it as render read it, made first (.bak.<time>), stays"
+	}
+	if c.PendingState != nil {
+		if err := opts.Sys.WriteOwn(c.StatePath, c.StateBefore, recordPerm); err != nil {
+			what += fmt.Sprintf("; its record %s still names the value as about to be written (%v), which the next run sets right", c.StatePath, err)
+		}
+	}
+	return errors.New(refusal(c.Path, what, "run render again"))
+}
+
 // apply writes the changes in order: configs first, then sidecars and the
 // state record, so a record never claims a write that did not happen.
 func apply(opts Options, changes []Change) error {
@@ -306,8 +325,7 @@ func apply(opts Options, changes []Change) error {
 		res, err := opts.Sys.WriteFile(c.Real, c.Old, c.New, c.Perm)
 		var changed *filewrite.ChangedError
 		if errors.As(err, &changed) {
-			return errors.New(refusal(c.Path, "it changed while render ran (an editor or the harness saved it), so nothing was written to it",
-				"run render again"))
+			return changedWhileRendering(opts, c)
 		}
 		if err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
