@@ -126,3 +126,18 @@ func TestArtifactReferencesAreCapped(t *testing.T) {
 		t.Errorf("one artifact named 100 times: %v; want it written (it is one artifact)", e)
 	}
 }
+
+// review30 F7: of several ids the device cannot read, the refusal names
+// the first given, every time (it walked a map, so which varied).
+func TestArtifactRefusalNamesTheFirstUnreadableID(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, artRefDevices)
+	ids := []any{"art_000000000001", "art_000000000001"}
+	for i := 2; i <= 16; i++ {
+		ids = append(ids, fmt.Sprintf("art_%012d", i))
+	}
+	_, e, _ := g.call(g.tokens["carol"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "codex@carol", "to_agent": "pi@bob", "artifact_ids": ids})
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), `names "art_000000000001", which`) {
+		t.Errorf("got %v; want the refusal to name art_000000000001, the first", e)
+	}
+}

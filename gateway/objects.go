@@ -49,19 +49,26 @@ func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, 
 // naming an id it learnt but may not read would open it to the event's
 // addressee (attack93 F3: a confused deputy). An id that names no
 // artifact is refused alike, so the refusal does not say which exist.
+// Ids are looked up in the order given, each once, so the refusal names
+// the first unreadable one (review30 F7). The look-ups are not charged to
+// the device's read rate (left so on purpose): maxArtifactRefs bounds
+// them per write.
 func (s *Server) refsReadable(ctx context.Context, d *Device, args map[string]any, dec Decision) (Decision, error) {
-	ids := map[string]bool{}
+	var ids []string
+	seen := map[string]bool{}
 	list, _ := args["artifact_ids"].([]any)
 	for _, x := range list {
-		id, _ := x.(string)
-		ids[id] = true // MemPalace keeps each id once too
+		if id, _ := x.(string); !seen[id] {
+			seen[id] = true // MemPalace keeps each id once too
+			ids = append(ids, id)
+		}
 	}
 	if len(ids) > maxArtifactRefs {
 		dec = deny(ruleArguments, "")
 		dec.why = fmt.Sprintf("artifact_ids names %d artifacts; an event may name at most %d (each is looked up at the primary before the event is written): nothing was written (fix: name the others in further events)", len(ids), maxArtifactRefs)
 		return dec, nil
 	}
-	for id := range ids {
+	for _, id := range ids {
 		got := s.upstreamResult(ctx, "mempalace_artifact_get", map[string]any{"artifact_id": id})
 		if got == nil {
 			return dec, fmt.Errorf("%w artifact_get", errNoAnswer)
