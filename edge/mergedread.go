@@ -411,7 +411,10 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	add := func(hits []hit, palace string) {
 		for _, h := range hits {
 			if i, ok := seen[h.key]; ok {
-				if all[i].chunk == "" || h.chunk == "" || all[i].chunk == h.chunk { // else the local text is this palace's alone (origins.go's both)
+				// Another hit of a drawer this side returned (a chunk
+				// repeated) is that one; one the local side returned, with
+				// its text or a closet passage, is both.
+				if all[i].palace != palace && (all[i].chunk == "" || h.chunk == "" || all[i].chunk == h.chunk) { // else the local text is this palace's alone (origins.go's both)
 					all[i].palace, all[i].origin = origin.PalaceBoth, h.origin // the primary's origin
 				}
 				continue
