@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"net/http/httptrace"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	}
 	mk.copies = e.ownCopies(ctx, b.lt, shape)
 	if shape == catalogue.FilterHits {
+		mk.writtenHere = e.writtenHere(ctx)
 		return textResult(e.mergeSearch(b.lt, b.pt, intArg(args, "limit", 5), mk), false, nil), nil
 	}
 	lm, pm := objectMap(mk.text(b.lt, recs, origin.PalaceLocal)), objectMap(mk.text(b.pt, recs, origin.PalacePrimary))
@@ -374,6 +376,7 @@ func readHits(results gjson.Result) []hit {
 // entry held by both palaces under two ids is one hit (pairEntries).
 func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
+	ph = slices.DeleteFunc(ph, func(h hit) bool { return mk.writtenHere[h.key] }) // not this device's text: the local hit, if any, stands
 	copyIDs := map[string]bool{}
 	for _, h := range lh {
 		if c, known := mk.ownCopy(h.key); known && c.ID != "" {
@@ -824,4 +827,18 @@ func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter)
 		e.log.Warn("the outbox did not say which copies on the primary are this device's diary entries': they pair by text", "err", err)
 	}
 	return copies
+}
+
+// writtenHere is the drawers this device's writes not on the primary
+// name (outbox.WrittenHere): nil without an outbox, or when it cannot
+// say (logged: the primary's hits of them are then merged as they come).
+func (e *Edge) writtenHere(ctx context.Context) map[string]bool {
+	if e.outbox == nil {
+		return nil
+	}
+	here, err := e.outbox.WrittenHere(ctx)
+	if err != nil {
+		e.log.Warn("the outbox did not say which drawers this device's unsent writes name: a search may show the primary's older text of one", "err", err)
+	}
+	return here
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
@@ -61,4 +62,50 @@ func TestMergeSearchPairsHitsOnlyAcrossPalacesByDrawerID(t *testing.T) {
 	wantHits(t, "the local palace's alone", e.mergeSearch(local, `{"query":"q","results":[]}`, 10, mk), [][4]string{
 		{"mine", chunk, "desk", "local"},
 	})
+}
+
+// While this device's write of a drawer waits in the outbox (an update
+// queued, in flight, or refused there), the primary's text of it is not
+// this device's: its hit gives way to the local palace's, and is dropped
+// when the local palace did not rank the drawer (outside tester attack97
+// F6: the text this device had replaced was the top hit, palace
+// "primary", while get_drawer answered the new one).
+func TestMergeSearchDropsThePrimarysHitOfADrawerWrittenHere(t *testing.T) {
+	t.Parallel()
+	e := &Edge{log: slog.New(slog.DiscardHandler)}
+	mk := marksFor(deviceinfo.Info{ID: "laptop"})
+	mk.writtenHere = map[string]bool{"d5": true, "d6": true}
+	local := `{"query":"q","results":[
+	  {"drawer_id":"d6","wing":"w","room":"r","text":"backlog item 6, edited","distance":0.3},
+	  {"drawer_id":"d7","wing":"w","room":"r","text":"backlog item 7","distance":0.4}]}`
+	primary := `{"query":"q","results":[
+	  {"drawer_id":"d5","wing":"w","room":"r","text":"backlog item 5: lorem ipsum","distance":0.1,"origin":{"device":"laptop","trusted":true}},
+	  {"drawer_id":"d6","wing":"w","room":"r","text":"backlog item 6","distance":0.2,"origin":{"device":"laptop","trusted":true}},
+	  {"drawer_id":"d7","wing":"w","room":"r","text":"backlog item 7","distance":0.4,"origin":{"device":"laptop","trusted":true}}]}`
+	wantHits(t, "d5 and d6 updated here, not sent", e.mergeSearch(local, primary, 10, mk), [][4]string{
+		{"d6", "backlog item 6, edited", "laptop", "local"},
+		{"d7", "backlog item 7", "laptop", "both"},
+	})
+}
+
+// Through the edge: an update the primary refuses leaves its old text
+// there; a search of the old words never finds the text this device
+// replaced (attack97 F6: the local palace ranked another drawer over the
+// new text, and the primary's old text was the top hit, palace
+// "primary", while get_drawer answered the new one).
+func TestASearchShowsNoTextThisDeviceReplaced(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const old = "backlog item 5: lorem ipsum"
+	r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": old})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "backlog item 6: lorem ipsum dolor"})
+	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("backlog item 6: lorem ipsum dolor") == 1 })
+	h.srv.FailTool("mempalace_update_drawer", 1000, fakepalace.FailErrorField)
+	h.call("update_drawer", map[string]any{"drawer_id": r["drawer_id"], "content": "Completely rewritten: the cat sat on the mat."})
+	got, _ := h.call("search", map[string]any{"query": old, "limit": 1})
+	for _, x := range got["results"].([]any) {
+		if x := x.(map[string]any); x["text"] == old {
+			t.Errorf("the text this device replaced is a hit: %v", x)
+		}
+	}
 }

@@ -42,6 +42,10 @@ type marks struct {
 	// local answer the outbox knows, by the stamp of the entry's id
 	// (Edge.ownCopies): the entry pairs with that copy alone.
 	copies map[string]outbox.EntryCopy
+	// writtenHere is each drawer a write of this device's not landed on
+	// the primary names (Edge.writtenHere): the primary's text of it is
+	// not this device's, so a search gives way to the local palace's.
+	writtenHere map[string]bool
 	// took is the writer of each drawer whose local copy holds a text
 	// taken from the primary after a drop (Edge.took), by drawer id, and
 	// trusts whether this device trusts a writer.

@@ -484,6 +484,28 @@ func (s *Store) UnsentUpdates(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// WrittenHere is the drawers (by id) a write of this device's names that
+// is not on the primary as written: queued, in flight, in doubt or held
+// (their causal keys), or an update dead there. The local palace's text
+// of them is this device's; the primary's may be the one it replaced.
+// It reads the pending ops' keys and the dead updates only.
+func (s *Store) WrittenHere(ctx context.Context) (map[string]bool, error) {
+	ids, err := queryAll(ctx, s.db, func(r rowScanner) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	}, `SELECT substr(key, 8) FROM op_keys WHERE key GLOB 'drawer:*'
+		UNION SELECT IFNULL(json_extract(payload_json, '$.drawer_id'), '') FROM ops WHERE state='dead' AND tool_name=? AND json_valid(payload_json)`,
+		catalogue.Prefix+"update_drawer")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	here := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		here[id] = id != ""
+	}
+	return here, nil
+}
+
 // cutCheckpoint takes the items drop names (and its diary, with diary)
 // out of an unsent checkpoint's payload, every other byte as it was, and
 // gives it the causal keys of what is left. whole: nothing would be left
