@@ -3,8 +3,10 @@ package edge
 // Origins through merged reads (issue 28, gateway/origin): every record a
 // merged read returns says which palace answered with it in its origin's
 // palace member. The primary's origin object (a gateway's stamp) is kept
-// as it came, palace "primary" or "both" added; a record only this
-// device's palace holds is marked as this device's own (palace "local").
+// as it came, palace "primary" or "both" added; a record only the local
+// palace's answer holds is marked as this device's own (palace "local").
+// The palace member says which answer held a record, not which palaces
+// keep it: the primary's answer is one page.
 
 import (
 	"encoding/json"

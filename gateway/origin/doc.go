@@ -68,8 +68,10 @@
 //     palace's answer with the primary's says there which palace returned
 //     the record: "primary" (the primary's origin as it came), "both" (the
 //     primary's origin, palace added) or "local" (only this device's
-//     palace has it: {"device": <this device's id from gateway/deviceinfo,
-//     or "unknown" when the primary advertises none>, "label": ...,
+//     palace's answer holds it; the primary may keep it all the same,
+//     outside its page: {"device": <this device's id from
+//     gateway/deviceinfo, or "unknown" when the primary advertises none>,
+//     "label": ...,
 //     "trusted": true, "palace": "local"}, written with [Set]). This
 //     replaces the edge's earlier "origin": "local" | "primary" | "both"
 //     string on merged search and check_duplicate hits, which a gateway's

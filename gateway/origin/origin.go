@@ -106,9 +106,9 @@ type Origin struct {
 
 // The values of Origin.Palace.
 const (
-	PalaceLocal   = "local"   // only the edge's own local palace
-	PalacePrimary = "primary" // only the primary
-	PalaceBoth    = "both"    // both
+	PalaceLocal   = "local"   // only the edge's own local palace's answer held it
+	PalacePrimary = "primary" // only the primary's answer held it
+	PalaceBoth    = "both"    // both answers held it
 )
 
 // Known reports an origin the gateway stamped.
