@@ -399,15 +399,7 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 		e.embedderAgrees(agreed)
 	}
 	if detail != "" {
-		e.embedderMismatch(detail)
-		for j := range ph {
-			ph[j].palace = origin.PalacePrimary
-		}
-		edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": detail, "local": "ok", "primary": "ok"}) // plain values: they encode
-		out := spliceHits(pt, ph, mk)
-		out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
-		out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
-		return out
+		return e.primaryRanking(pt, ph, mk, detail)
 	}
 	seen := make(map[string]int, len(lh)+len(ph))
 	all := make([]hit, 0, len(lh)+len(ph))
@@ -435,6 +427,20 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	}
 	out := spliceHits(pt, all, mk)
 	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`)) // out is the primary's object text: it takes a member
+	return out
+}
+
+// primaryRanking is a search answered with the primary's hits alone, as
+// the embedder canary found the palaces' embedders differ (detail).
+func (e *Edge) primaryRanking(pt string, ph []hit, mk marks, detail string) []byte {
+	e.embedderMismatch(detail)
+	for j := range ph {
+		ph[j].palace = origin.PalacePrimary
+	}
+	edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": detail, "local": "ok", "primary": "ok"}) // plain values: they encode
+	out := spliceHits(pt, ph, mk)
+	out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
+	out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
 	return out
 }
 
