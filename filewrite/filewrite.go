@@ -121,9 +121,11 @@ func WithRename(f func(oldpath, newpath string) error) Option {
 const (
 	StepTempWritten = "temp-written" // temp file written and fsynced, not yet renamed
 	StepRenamed     = "renamed"      // renamed, directory not yet fsynced
+	StepCompared    = "compared"     // IfUnchanged: the file read again and found as it was
 )
 
-// WithFault calls f at each step (StepTempWritten, StepRenamed); when it
+// WithFault calls f at each step (StepTempWritten, StepCompared,
+// StepRenamed); when it
 // returns an error Write returns it at once and cleans up nothing, as if
 // the process had been killed there.
 func WithFault(f func(step string) error) Option {
@@ -184,6 +186,15 @@ func (c config) unchanged(path, real string) error {
 			return &ChangedError{Path: path}
 		}
 		off += n
+	}
+	if err := c.fault(StepCompared); err != nil {
+		return err
+	}
+	// A save by rename while the bytes were compared (a large file takes
+	// a while) put another file at real: the one compared is not it.
+	now, err := os.Lstat(real)
+	if err != nil || !os.SameFile(fi, now) || now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
+		return &ChangedError{Path: path}
 	}
 	return nil
 }

@@ -430,3 +430,27 @@ func slicesHasTemp(entries []os.DirEntry) bool {
 	}
 	return false
 }
+
+// A save by rename that lands while Write compares the file with what
+// was read (a large config takes a while) is kept: the file compared is
+// not the one at the path any more (attack98 F1: 2 of 18 saves of a 60 MB
+// opencode.jsonc lost, render saying "updated").
+func TestIfUnchangedKeepsASaveRenamedInWhileComparing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte("old"), 0o644)
+	hook := func(step string) error {
+		if step == StepCompared {
+			os.WriteFile(p+".t", []byte("user's save"), 0o644)
+			os.Rename(p+".t", p)
+		}
+		return nil
+	}
+	_, err := Write(p, []byte("render's"), 0o644, IfUnchanged([]byte("old")), WithFault(hook))
+	var ce *ChangedError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Write = %v, want a *ChangedError", err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "user's save" {
+		t.Fatalf("file = %q, want the save renamed in while comparing kept", got)
+	}
+}
