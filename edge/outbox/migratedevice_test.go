@@ -178,16 +178,19 @@ func TestAWriteQueuedBeforeTheFirstAnswerUnderAStaleEnvDeviceIsSent(t *testing.T
 func TestAWriteQueuedUnderARemovedDevicesTokenIsHeld(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct {
-		dev  string // the device the gateway names the new token
-		held bool
+		dev    string // the device the gateway names the new token
+		held   bool
+		origin string // MEMPALACE_ORIGIN_DEVICE (optional)
 	}{
-		"another device's token":      {"dev-w", true},
-		"the same device's new token": {"dev-z", false},
+		"another device's token":      {"dev-w", true, "dev-z"},
+		"the same device's new token": {"dev-z", false, "dev-z"},
+		// attack98 F3: .env named no device; the token changed all the same.
+		"another token, no device in .env": {"dev-w", true, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			token := "dev-z's token"
-			s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "dev-z", Label: "laptopz", Token: func() string { return token }})
+			s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: c.origin, Label: "laptopz", Token: func() string { return token }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +220,7 @@ func TestAWriteQueuedUnderARemovedDevicesTokenIsHeld(t *testing.T) {
 				return
 			}
 			fail := outbox.FailureOf(got.Error)
-			if len(g.sent) != 0 || got.State != outbox.Dead || fail.Kind != outbox.OtherDevice || got.TokenDevice != "dev-z" || !strings.Contains(fail.Message, "another token") {
+			if len(g.sent) != 0 || got.State != outbox.Dead || fail.Kind != outbox.OtherDevice || got.TokenDevice != c.origin || !strings.Contains(fail.Message, "another token") {
 				t.Fatalf("sent %q; the op is %s (%s: %s), queued as %q: want it held as dev-z's, queued under another token", g.sent, got.State, fail.Kind, fail.Message, got.TokenDevice)
 			}
 			if _, err := s.RetryAs(ctx, op.ID, func(context.Context) (string, error) { return "dev-w", nil }, false); err != nil {

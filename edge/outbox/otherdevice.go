@@ -140,7 +140,8 @@ type DeviceTarget interface {
 // purpose (an admin joining for it), and the gateway decides that.
 func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 	dt, ok := f.P.(DeviceTarget)
-	if !ok || f.History || queuedAs(op) == "" {
+	under := op.TokenDevice == "" && op.queuedUnder != "" && op.queuedUnder != f.S.tokenPrint() // queued under another token than .env's now
+	if !ok || f.History || queuedAs(op) == "" && !under {
 		return ""
 	}
 	dctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
@@ -150,7 +151,7 @@ func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 		return ""
 	}
 	removed := op.premigration && slices.ContainsFunc(in.Removed, func(id string) bool { return strings.EqualFold(id, op.OriginDevice) })
-	if op.TokenDevice != "" || removed || op.queuedUnder != "" && op.queuedUnder != f.S.tokenPrint() {
+	if op.TokenDevice != "" || removed || under {
 		return in.ID
 	}
 	return ""
@@ -167,7 +168,10 @@ func queuedAs(op Op) string { return cmp.Or(op.TokenDevice, op.OriginDevice) }
 func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
 	as := queuedAs(op)
 	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", as, dev)
-	if op.TokenDevice == "" && op.queuedUnder != "" {
+	switch {
+	case op.TokenDevice == "" && op.queuedUnder != "" && as == "": // .env named no device (MEMPALACE_ORIGIN_DEVICE is optional)
+		msg = fmt.Sprintf("queued under another token, whose device was never heard; the gateway names this token %s: not sent", dev)
+	case op.TokenDevice == "" && op.queuedUnder != "":
 		msg = fmt.Sprintf("queued under another token, as device %s; the gateway names this token %s: not sent", as, dev)
 	}
 	fields := map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()}
