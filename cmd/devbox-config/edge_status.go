@@ -160,7 +160,7 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "last flush %s\n", st.LastFlush.Local().Format(time.RFC3339))
 	}
 	if e := st.LastErrorFrom(v.url); e != "" && st.LastErrorPast {
-		fmt.Fprintf(w, "last error %s (past: a later send got through)\n", e)
+		fmt.Fprintf(w, "last error %s (past: a later send got through; its op may still be waiting: edge outbox list)\n", e)
 	} else if e != "" {
 		fmt.Fprintf(w, "last error %s\n", e)
 	}
