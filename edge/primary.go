@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strings"
@@ -579,12 +580,22 @@ func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, r
 }
 
 // connected is the live session, connecting within the call timeout: a
-// connect that hangs is an outage, whatever ctx's own deadline.
+// connect that hangs is an outage, whatever ctx's own deadline. Without
+// one, ctx's trace is told at once that the call's request is not
+// written (errConnectFirst): a merged read asks the local palace
+// meanwhile, not once a connect that hangs has failed (its time came on
+// top of the call timeout: attack97 F2).
 func (p *Primary) connected(ctx context.Context) (*mcp.ClientSession, error) {
+	if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.WroteRequest != nil && !p.Connected() {
+		tr.WroteRequest(httptrace.WroteRequestInfo{Err: errConnectFirst})
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	return p.sessionFor(ctx)
 }
+
+// errConnectFirst: a call's request waits for a connect (connected).
+var errConnectFirst = errors.New("not written: the primary is connected to first")
 
 // stillUp reports whether the primary answers a ping within the call
 // timeout after a write (tool) ran out of its own bound on a live
