@@ -569,6 +569,10 @@ func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, r
 				continue
 			}
 		}
+		if !own && errors.Is(err, errAnswerArriving) {
+			p.slowAnswer(params.Name)
+			return nil, err // the primary answered: a slow link, not an outage (attack97 F8)
+		}
 		if own && timedOut(err) && (!errors.Is(err, outbox.ErrNotSent) || errors.Is(err, errCutWriting)) && p.stillUp(ctx, params.Name) {
 			if errors.Is(err, outbox.ErrNotSent) {
 				return nil, err // cut while still being written: not sent
@@ -611,6 +615,14 @@ func (p *Primary) stillUp(ctx context.Context, tool string) bool {
 			"tool", tool, "op", outbox.OpIDFrom(ctx))
 	}
 	return true
+}
+
+// slowAnswer logs a call (tool) whose answer was still arriving at its
+// bound: the breaker stays closed.
+func (p *Primary) slowAnswer(tool string) {
+	if !p.o.Quiet {
+		p.log.Info("an answer of the primary was still arriving when its call ran out of time: a large answer or a slow link, not an outage", "tool", tool)
+	}
 }
 
 // callOn runs one call on session s: as a plain POST where the session

@@ -82,13 +82,17 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		return nil, fmt.Errorf("tools/call: %w", &outbox.HTTPError{Status: resp.StatusCode})
 	}
 	var answer []byte
+	body := &arriving{r: resp.Body}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" { // a bad header reads as JSON, whose parse then says so
 		answer, err = wire.ReadEventAnswer(resp.Body, id, maxPrimaryAnswer)
 	} else {
-		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxPrimaryAnswer))
+		answer, err = io.ReadAll(io.LimitReader(body, maxPrimaryAnswer))
 	}
 	if err != nil {
 		givenUp()
+		if body.n > 0 && timedOut(err) {
+			err = fmt.Errorf("%w: %w", errAnswerArriving, err)
+		}
 		return nil, fmt.Errorf("tools/call: reading the primary's answer: %w", err)
 	}
 	result, rpcErr, ok := wire.AnswerFor(answer, id)
@@ -105,6 +109,24 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 // being written on a live connection (a body of megabytes on a slow
 // link): not sent (its connection is reset), but the primary was reached.
 var errCutWriting = errors.New("its time ran out while the request was still being written")
+
+// errAnswerArriving: a call's deadline passed while the primary's JSON
+// answer was arriving (a large answer over a slow link): the primary
+// answered. An event stream's first bytes are not counted: a server may
+// send an event before the call's answer, which can still hang.
+var errAnswerArriving = errors.New("its time ran out while the primary's answer was still arriving (a large answer or a slow link; the primary answered)")
+
+// arriving counts the bytes read of an answer.
+type arriving struct {
+	r io.Reader
+	n int64
+}
+
+func (a *arriving) Read(b []byte) (int, error) {
+	n, err := a.r.Read(b)
+	a.n += int64(n)
+	return n, err
+}
 
 func (p *Primary) send(ctx context.Context, s *mcp.ClientSession, msg []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(msg))
