@@ -305,7 +305,8 @@ func (e *Edge) clearedBy(asks []owedAsk, reply map[string]any) []owedAsk {
 
 // keptView is the view for an answer that could not read the log: the
 // asks from senders trusted now, as last read, with when and why it is
-// not fresh (nil: no view, or no asks in it). The view kept in the outbox
+// not fresh (nil: the log was never read; a view of no asks is said so,
+// as the session start told it: attack97 F1). The view kept in the outbox
 // is read again first: another session of the agent on this devbox may
 // have answered asks since (answered), or read the log later.
 func (e *Edge) keptView(ctx context.Context, stream string) map[string]any {
@@ -319,17 +320,20 @@ func (e *Edge) keptView(ctx context.Context, stream string) map[string]any {
 	}
 	v := e.trustedNow(e.wk.view)
 	e.wk.mu.Unlock()
-	var lines []string
+	if v.At.IsZero() {
+		return nil
+	}
+	lines := []string{}
 	for _, a := range v.Asks {
 		if stream == "" || a.Stream == stream {
 			lines = append(lines, a.Line)
 		}
 	}
+	note := "the log could not be read now (the primary is not reachable): these are the asks from trusted senders owed as last read, at as_of; some may be answered already"
 	if len(lines) == 0 {
-		return nil
+		note = "the log could not be read now (the primary is not reachable): no ask from trusted senders was owed as last read, at as_of; newer ones are not known"
 	}
-	return map[string]any{"as_of": v.At.UTC().Format(time.RFC3339), "asks": lines,
-		"note": "the log could not be read now (the primary is not reachable): these are the asks from trusted senders owed as last read, at as_of; some may be answered already"}
+	return map[string]any{"as_of": v.At.UTC().Format(time.RFC3339), "asks": lines, "note": note}
 }
 
 // deref is *p, "" for nil.
