@@ -55,7 +55,7 @@ type Primary struct {
 
 	mu         sync.Mutex
 	session    *mcp.ClientSession
-	connecting chan struct{} // non-nil while a connect is in flight
+	connecting *flight // non-nil while a connect is in flight
 	down       bool
 	unauth     bool
 	lastErr    error
@@ -479,7 +479,7 @@ func (p *Primary) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	if connecting != nil {
-		<-connecting // a caller's connect, ended by the cancel: its session, if any, is closed
+		<-connecting.done // a caller's connect, ended by the cancel: its session, if any, is closed
 	}
 	if s != nil {
 		s.Close() // ending: the session is gone either way
@@ -642,7 +642,21 @@ func (p *Primary) callOn(ctx context.Context, s *mcp.ClientSession, params *mcp.
 	return wire.DecodeResult(raw)
 }
 
+// flight is a connect in flight: done is closed when it ended; err is
+// its failure, unless its caller gave it up (context.Canceled), and why
+// what the failing answer's body said (failedWhy).
+type flight struct {
+	done chan struct{}
+	err  error
+	why  *answerWhy
+}
+
 // sessionFor returns the live session, connecting single-flight if needed.
+// A caller that waited for a connect that failed takes its failure rather
+// than connecting again: the primary has just not answered (within the
+// call timeout, for a connect that hangs), and a second connect made a
+// call wait for two (attack97 F2: the timeout and 2 s more, for a read
+// sent while the edge's first connect was out).
 func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 	for {
 		p.mu.Lock()
@@ -651,11 +665,14 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 			p.mu.Unlock()
 			return s, nil
 		}
-		if p.connecting != nil {
-			wait := p.connecting
+		if f := p.connecting; f != nil {
 			p.mu.Unlock()
 			select {
-			case <-wait:
+			case <-f.done:
+				if f.err != nil {
+					p.whySlot(ctx).Store(f.why)
+					return nil, f.err
+				}
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -665,8 +682,8 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("connect: %w", context.Canceled)
 		}
-		done := make(chan struct{})
-		p.connecting = done
+		f := &flight{done: make(chan struct{})}
+		p.connecting = f
 		p.mu.Unlock()
 
 		s, err := p.connect(ctx)
@@ -678,7 +695,10 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 		} else if err == nil {
 			p.session = s
 		}
-		close(done)
+		if !errors.Is(err, context.Canceled) {
+			f.err, f.why = err, p.whySlot(ctx).Load()
+		}
+		close(f.done)
 		p.mu.Unlock()
 		if err != nil {
 			return nil, err

@@ -32,3 +32,21 @@ func TestAFreshEdgesFirstSearchOnAHungPrimaryKeepsItsBound(t *testing.T) {
 		t.Errorf("not answered from the local palace, degraded: %v", m)
 	}
 }
+
+// A read sent while the edge's first connect is out, and held until the
+// tools are listed, takes that connect's failure: it does not connect
+// again for a call timeout of its own (attack97 F2: the timeout plus 2 s,
+// the wait for the tool list, 12.0 s at the default 10 s).
+func TestAReadWaitingOnTheFirstConnectTakesItsFailure(t *testing.T) {
+	t.Parallel()
+	const bound = 2 * time.Second
+	h := start(t, harnessOpts{beforeServe: func(e *Edge) { e.cfg.PrimaryToolsWait = bound * 9 / 10 }, primaryURL: "http://" + testbed.FullBacklog(t) + "/mcp", timeout: bound, stopGrace: 100 * time.Millisecond})
+	began := time.Now()
+	m, _ := h.call("search", map[string]any{"query": "flux"})
+	if took := time.Since(began); took > bound+bound/5 {
+		t.Errorf("the first search took %v, bound %v: %v", took, bound, m)
+	}
+	if edge, _ := m["edge"].(map[string]any); edge["degraded"] != true || edge["local"] != "ok" {
+		t.Errorf("not answered from the local palace, degraded: %v", m)
+	}
+}
