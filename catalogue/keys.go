@@ -129,7 +129,7 @@ func DrawerOfRow(id string) string {
 	if i <= 0 {
 		return id
 	}
-	if n := id[i+len("_chunk_"):]; len(n) < 6 || strings.Trim(n, "0123456789") != "" {
+	if n := id[i+len("_chunk_"):]; len(n) < 6 || len(n) >= 24 || strings.Trim(n, "0123456789") != "" { // 24: a drawer's own hash in a room named chunk
 		return id
 	}
 	return id[:i]

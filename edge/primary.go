@@ -748,14 +748,14 @@ func (p *Primary) listTools(s *mcp.ClientSession) {
 	}
 }
 
-// ListTools lists the primary's tools now, within the call timeout, on
-// the live session (connected if need be), and hands them to OnTools as
-// a connect's list does: for a caller that must know a schema before it
-// calls (the mailbox's event_list), which the list made in the
 // LastStatus is the HTTP status of the primary's last answer (0 before
 // any, or when the last request got none).
 func (p *Primary) LastStatus() int { return int(p.lastStatus.Load()) }
 
+// ListTools lists the primary's tools now, within the call timeout, on
+// the live session (connected if need be), and hands them to OnTools as
+// a connect's list does: for a caller that must know a schema before it
+// calls (the mailbox's event_list), which the list made in the
 // background at connect may not have brought in yet.
 func (p *Primary) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	if !p.Up() {

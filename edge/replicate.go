@@ -749,6 +749,11 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 		if m == nil {
 			return nil, fmt.Errorf("the outbox's record of the primary's answer is not a JSON object: %.80q", done.Result)
 		}
+		if m["warning"] != nil { // the agent reads it here: not told again as a write sent later
+			if err := e.outbox.WarningTold(ctx, op.ID); err != nil {
+				e.log.Warn("a warning answered with its write may be told again at the next session start", "err", err)
+			}
+		}
 		return jsonResult(m, false), nil
 	case outbox.Dead:
 		// Wait may read it dead before the flusher counts it among the

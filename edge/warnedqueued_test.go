@@ -73,3 +73,30 @@ func TestAQueuedAskToNoAgentIsToldWhenSent(t *testing.T) {
 		t.Errorf("the next session's instructions do not tell of it:\n%s", in)
 	}
 }
+
+// An ask sent at once, whose own answer carries the gateway's warning,
+// is not told again on the next tool answer nor at the next session
+// start as a write "queued and sent later" (review31 F1).
+func TestAnAskWarnedInItsOwnAnswerIsNotToldAgain(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	gwURL, tokens, _ := testGatewayServer(t, srv.URL(),
+		gateway.Device{ID: "bob-02", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: gwURL, token: tokens["bob-02"]})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	m, res := h.call("event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "general",
+		"from_agent": "opencode@edge-test", "to_agent": "claude@alise", "status": "open", "body": "sent at once"})
+	if res.IsError || !strings.Contains(mustJSON(m), "claude@alise") {
+		t.Fatalf("the ask's own answer does not carry the warning: %v %s", m, refusalText(res))
+	}
+	_, res = h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next call"})
+	if note := notesOf(res); strings.Contains(note, "claude@alise") {
+		t.Errorf("the next tool answer tells the warning again:\n%q", note)
+	}
+	h.stop()
+	<-h.done
+	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: gwURL, token: tokens["bob-02"]})
+	if in := instructionsOf(h2); strings.Contains(in, "claude@alise") {
+		t.Errorf("the next session's instructions tell the warning again:\n%s", in)
+	}
+}

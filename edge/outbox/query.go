@@ -1124,6 +1124,15 @@ const warnedNotes = "warned:"
 // Warned is a done op's note's kind: the gateway took it with a warning.
 const Warned Kind = "warned"
 
+// WarningTold forgets the warned note of op id: its agent had the warning
+// in the write's own answer (sent at once), so it is not told again.
+func (s *Store) WarningTold(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, warnedNotes+id); err != nil {
+		return fmt.Errorf("outbox: forget the warning told of %s: %w", id, err)
+	}
+	return nil
+}
+
 // warnedOps is the WHERE of the done writes noted warnedNotes.
 const warnedOps = `op_id IN (SELECT substr(key, length('` + warnedNotes + `')+1) FROM meta WHERE key GLOB '` + warnedNotes + `*')`
 
