@@ -58,7 +58,9 @@ func (j *joining) drain(ctx context.Context) {
 		ctx = origin.WithDevice(ctx, j.cfg.Device)
 	}
 	stop := j.watch(ctx)
-	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: j.outboxCmd("list", "")}
+	// A send's bound is the stall at most: one into a primary that hangs
+	// ends within it (attack98 F4: the default 20 s came before the stall).
+	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, SendTimeout: min(20*time.Second, j.o.Stall), MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: j.outboxCmd("list", "")}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, settledOps(st))...)
 	stop()
 	j.triedAnyway(context.WithoutCancel(ctx))
@@ -87,7 +89,7 @@ func (j *joining) connect() {
 				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
 			}
 		}})
-	j.flush = countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
+	j.flush = countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary), &j.answered}
 	j.sent = &callerOf{p: j.flush, stall: j.o.Stall}
 }
 
@@ -107,7 +109,12 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 			return append(failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		}
 		if d := settledOps(st); d != done {
-			done, lastProgress = d, time.Now()
+			// from the primary's last answer, not the Drain's return: a
+			// send cut unanswered after it took some is no progress
+			done = d
+			if at := time.Unix(0, j.answered.Load()); at.After(lastProgress) {
+				lastProgress = at
+			}
 		}
 		left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight]
 		if left == 0 {

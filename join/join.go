@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -186,17 +187,25 @@ func (c *counter) Call(ctx context.Context, tool string, args map[string]any) (m
 }
 
 // countingPrimary is the primary as the flusher sends to it (its writes
-// paced by edge.FlushTarget), its calls counted.
+// paced by edge.FlushTarget), its calls counted, and when it last
+// answered one (answered: unix nanoseconds), which the drain's stall is
+// measured from: a send cut unanswered is not the primary accepting.
 type countingPrimary struct {
-	c *counter
-	p outbox.Primary
+	c        *counter
+	p        outbox.Primary
+	answered *atomic.Int64
 }
 
 func (c countingPrimary) Up() bool { return c.p.Up() }
 
 func (c countingPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	c.c.count(tool)
-	return c.p.Call(ctx, tool, args)
+	res, err := c.p.Call(ctx, tool, args)
+	var rpc *outbox.RPCError
+	if err == nil || errors.As(err, &rpc) {
+		c.answered.Store(time.Now().UnixNano())
+	}
+	return res, err
 }
 
 // Ledger passes on whether the primary is a gateway with an op-id ledger.

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -58,6 +59,7 @@ type joining struct {
 	cp            TargetState          // this target's checkpoint, as it goes
 	primary       *edge.Primary        // set by connect
 	flush         countingPrimary      // the primary as the flusher sends to it
+	answered      atomic.Int64         // when flush last had an answer (unix ns): countingPrimary
 	sent          *callerOf            // the primary, counted
 	final         map[string]outbox.Op // the ops after the drain, by id
 	targets       []verifyTarget       // sent or found: verifiable by content

@@ -1,0 +1,66 @@
+package join
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A primary that hangs mid-join (it takes the connection and never
+// answers: a SIGSTOPped gateway), after it took some of the records, ends
+// the run within the stall and a call timeout or two of the hang, as
+// operator.md says: the send the hang cut, settled unanswered, is not
+// progress that restarts the stall (attack98 F4: 52 s after the hang for
+// a 30 s stall and a 2 s call timeout).
+func TestAJoinWhosePrimaryHangsMidRunGivesUpWithinTheStall(t *testing.T) {
+	t.Parallel()
+	p, pr := newPalace(t), newPrimary(t)
+	for i := range 20 {
+		p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": fmt.Sprintf("note %d", i)})
+	}
+	p.save(t)
+	up := &url.URL{Scheme: "http", Host: pr.srv.Addr()}
+	fwd := httputil.NewSingleHostReverseProxy(up)
+	var writes atomic.Int32
+	var hungAt atomic.Pointer[time.Time]
+	release := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte("add_drawer")) && writes.Add(1) == 4 {
+			now := time.Now()
+			hungAt.Store(&now)
+		}
+		if hungAt.Load() != nil {
+			select { // accept, and never answer
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		r.Body, r.Host = io.NopCloser(bytes.NewReader(body)), up.Host
+		fwd.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	defer close(release)
+	cfg := config(t, p, pr)
+	cfg.URL, cfg.Timeout = front.URL+"/mcp", 300*time.Millisecond
+	const stall = 3 * time.Second
+	rep := run(t, cfg, Options{Stall: stall})
+	ended := time.Now()
+	if hungAt.Load() == nil {
+		t.Fatalf("the primary never hung: the join sent %d writes", writes.Load())
+	}
+	if took, want := ended.Sub(*hungAt.Load()), stall+2*cfg.Timeout+500*time.Millisecond; took > want {
+		t.Errorf("the join ended %.1f s after the primary hung, want within the stall and a call timeout or two (%.1f s)", took.Seconds(), want.Seconds())
+	}
+	if rep.NotTried == 0 {
+		t.Errorf("no record counted not tried: %+v", rep.Failed)
+	}
+}
