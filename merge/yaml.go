@@ -748,7 +748,7 @@ func (d *YAMLDoc) insertable(parent *yaml.Node, parentPath, rest []string, empty
 // ends at end, indented like its first.
 func (d *YAMLDoc) insertAfter(value []byte, rest []string, parent *yaml.Node, end int) error {
 	first := parent.Content[0]
-	ind := first.Column - 1
+	ind := d.keyIndent(first)
 	if parent.Kind == yaml.SequenceNode {
 		var err error
 		if _, ind, err = d.dash(first); err != nil {
@@ -760,6 +760,18 @@ func (d *YAMLDoc) insertAfter(value []byte, rest []string, parent *yaml.Node, en
 		return err
 	}
 	return d.reparse(concat(d.src[:end], d.sepAt(end), d.fit(text, end), d.src[end:]))
+}
+
+// keyIndent is the indentation of the mapping entry whose key is k: its
+// key's column, or that of the "?" before it, a complex key ("? dev",
+// which Goose reads as "dev:"; attack98 F5).
+func (d *YAMLDoc) keyIndent(k *yaml.Node) int {
+	q := len(bytes.TrimRight(d.src[:d.lineStart(k.Line)+k.Column-1], " \t\r\n")) - 1
+	ls := bytes.LastIndexByte(d.src[:max(q, 0)], '\n') + 1
+	if q < 0 || d.src[q] != '?' || len(bytes.Trim(d.src[ls:q], " ")) != 0 { // not a "?" that starts its line (a comment's)
+		return k.Column - 1
+	}
+	return q - ls
 }
 
 // insertIntoEmpty makes the entry the block value of an empty parent

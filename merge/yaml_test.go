@@ -44,6 +44,7 @@ var yamlSeeds = []string{
 	"%YAML 1.2\n---\nname: c\nmcpServers:\n  - name: memory\n    command: npx\n",
 	"# a comment first\r\n%YAML 1.1\r\n%TAG !e! tag:example.com,2000:\r\n--- # the config\r\nextensions:\r\n  memory:\r\n    cmd: npx\r\n",
 	"extensions:\n    indented4:\n        cmd: x\nmcpServers:\n    -   name: four\n        command: y\n",
+	"extensions:\n  ? dev\n  : enabled: true\n    cmd: x\n",
 	"mcpServers:\n  - name: mempalace\n    command: old # ours\n  - name: z\n    command: z\nextensions:\n  mempalace:\n    cmd: old\n",
 }
 
@@ -96,6 +97,31 @@ func TestYAMLInsertKeepsStyle(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := d.Set(yamlRungs["name"][0], "mcpServers", "mempalace"); err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if got := string(d.Bytes()); got != c.want {
+			t.Errorf("%q:\ngot  %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}
+
+// Goose's entry is added beside another extension written as a ? complex
+// key, indented as that entry's "?", not as its key after it (attack98
+// F5: refused as an edit that "would not read back (please report)").
+func TestYAMLInsertBesideAComplexKey(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"extensions:\n  ? dev\n  : enabled: true\n    cmd: x\n",
+			"extensions:\n  ? dev\n  : enabled: true\n    cmd: x\n  mempalace:\n    name: mempalace\n    cmd: mempalace-mcp\n"},
+		{"extensions:\n  ?\n    dev\n  : cmd: x\n",
+			"extensions:\n  ?\n    dev\n  : cmd: x\n  mempalace:\n    name: mempalace\n    cmd: mempalace-mcp\n"},
+		{"extensions:\n    # why?\n    dev: {cmd: x}\n",
+			"extensions:\n    # why?\n    dev: {cmd: x}\n    mempalace:\n      name: mempalace\n      cmd: mempalace-mcp\n"},
+	} {
+		d, err := ParseYAML([]byte(c.in), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Set([]byte(`{"name": "mempalace", "cmd": "mempalace-mcp"}`), "extensions", "mempalace"); err != nil {
 			t.Fatalf("%q: %v", c.in, err)
 		}
 		if got := string(d.Bytes()); got != c.want {

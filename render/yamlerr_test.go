@@ -77,3 +77,25 @@ func TestYAMLParseErrorsNameLineAndColumn(t *testing.T) {
 		}
 	}
 }
+
+// Goose's config with another extension written as a ? complex key gets
+// its entry beside it, the rest of the file kept (attack98 F5: skipped,
+// "the edit would not read back as written (please report)").
+func TestGooseEntryIsAddedBesideAComplexKey(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, ".config/goose/config.yaml")
+	in := "extensions:\n  ? dev\n  : enabled: true\n    cmd: x\n"
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte(in), 0o644)
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{"goose"}
+	results, _, err := Run(o, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if len(results) != 1 || results[0].Action == ActionSkipped || len(results[0].Warnings) != 0 ||
+		!strings.HasPrefix(string(got), in+"  mempalace:\n") {
+		t.Errorf("got %+v, the file %q; want the entry added after dev's, at its indentation", results, got)
+	}
+}
