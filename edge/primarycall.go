@@ -70,16 +70,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		return nil, fmt.Errorf("the primary ended session %s: %w (%w)", s.ID(), mcp.ErrSessionMissing, outbox.ErrNotSent)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		switch resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusUnauthorized, http.StatusForbidden:
-		default:
-			// A JSON-RPC error in the body is the primary's answer.
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			if _, rpcErr, ok := wire.AnswerFor(body, id); ok && rpcErr != nil {
-				return nil, rpcErr
-			}
-		}
-		return nil, fmt.Errorf("tools/call: %w", &outbox.HTTPError{Status: resp.StatusCode})
+		return nil, statusError(resp, id)
 	}
 	var answer []byte
 	body := &arriving{r: resp.Body}
@@ -103,6 +94,20 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		return nil, rpcErr
 	}
 	return result, nil
+}
+
+// statusError is a call's answer with a status not 2xx: the JSON-RPC
+// error in its body, the primary's answer, or else the status.
+func statusError(resp *http.Response, id string) error {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusUnauthorized, http.StatusForbidden:
+	default:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20)) // a body cut short reads as no JSON-RPC error: the status stands
+		if _, rpcErr, ok := wire.AnswerFor(body, id); ok && rpcErr != nil {
+			return rpcErr
+		}
+	}
+	return fmt.Errorf("tools/call: %w", &outbox.HTTPError{Status: resp.StatusCode})
 }
 
 // errCutWriting: a call's deadline passed while its request was still

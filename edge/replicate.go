@@ -749,11 +749,7 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 		if m == nil {
 			return nil, fmt.Errorf("the outbox's record of the primary's answer is not a JSON object: %.80q", done.Result)
 		}
-		if m["warning"] != nil { // the agent reads it here: not told again as a write sent later
-			if err := e.outbox.WarningTold(ctx, op.ID); err != nil {
-				e.log.Warn("a warning answered with its write may be told again at the next session start", "err", err)
-			}
-		}
+		e.warningTold(ctx, op.ID, m)
 		return jsonResult(m, false), nil
 	case outbox.Dead:
 		// Wait may read it dead before the flusher counts it among the
@@ -945,4 +941,16 @@ func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (strin
 		return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may act as the agents %q (as the gateway says them). Ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents with this device's agents and the new one), or write as an agent you hold.", in.ID, in.Agents, in.ID), mark
 	}
 	return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may write the wings %q (write grants, as the gateway says them). Ask the gateway's operator for a grant (devbox-config gateway device set %s --write ...), or write to a wing you hold.", in.ID, in.Write, in.ID), mark
+}
+
+// warningTold forgets the gateway's warning on a write sent at once
+// (answer m, of op id): the agent reads it in the answer, so it is not
+// told again at the next session starts as a write sent later.
+func (e *Edge) warningTold(ctx context.Context, id string, m map[string]any) {
+	if m["warning"] == nil {
+		return
+	}
+	if err := e.outbox.WarningTold(ctx, id); err != nil {
+		e.log.Warn("a warning answered with its write may be told again at the next session start", "err", err)
+	}
 }

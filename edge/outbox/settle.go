@@ -69,11 +69,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		refusals++
 	}
 	state, say := f.failedState(ctx, op, kind, msg, refusals, final, asWritten, sendErr)
-	timeouts := FailureOf(op.Error).Timeouts
-	if op.timedOut {
-		timeouts++
-	}
-	ej := failureJSON(kind, msg, now, op.Attempts, timeouts, asWritten)
+	ej := failureJSON(kind, msg, now, op.Attempts, timeoutsOf(op), asWritten)
 	next := now.Add(f.backoff(op.Attempts, kind))
 	cancelled, recorded := false, false
 	err := f.fenced(ctx, func(tx *sql.Tx) (err error) {
@@ -114,6 +110,16 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// timeoutsOf is how many of op's sends ran out of their bound, this one
+// counted (Failure.Timeouts).
+func timeoutsOf(op Op) int {
+	n := FailureOf(op.Error).Timeouts
+	if op.timedOut {
+		n++
+	}
+	return n
 }
 
 // noteNotLanded notes on op, which an operator settled while its send was
