@@ -57,8 +57,10 @@ func TestAJoinWhosePrimaryHangsMidRunGivesUpWithinTheStall(t *testing.T) {
 	if hungAt.Load() == nil {
 		t.Fatalf("the primary never hung: the join sent %d writes", writes.Load())
 	}
-	if took, want := ended.Sub(*hungAt.Load()), stall+2*cfg.Timeout+500*time.Millisecond; took > want {
-		t.Errorf("the join ended %.1f s after the primary hung, want within the stall and a call timeout or two (%.1f s)", took.Seconds(), want.Seconds())
+	// One window, not two: 4.4 s was seen under -race on a loaded
+	// machine, two windows take 6 s and more, the bug took 23 s.
+	if took, want := ended.Sub(*hungAt.Load()), stall*8/5+2*cfg.Timeout; took > want {
+		t.Errorf("the join ended %.1f s after the primary hung, want within one stall and a call timeout or two (%.1f s, with slack for a loaded machine; two stalls are %.1f s)", took.Seconds(), want.Seconds(), (2 * stall).Seconds())
 	}
 	if rep.NotTried == 0 {
 		t.Errorf("no record counted not tried: %+v", rep.Failed)
