@@ -94,6 +94,9 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 // refused before it is parsed (render's notUTF8), so any such byte is a
 // mistake in a UTF-8 file: a value pasted or saved in another encoding.
 func notUTF8(src []byte) error {
+	if utf8.Valid(src) { // the usual file: one fast pass, no rune loop
+		return nil
+	}
 	for i := 0; i < len(src); {
 		r, n := utf8.DecodeRune(src[i:])
 		if r == utf8.RuneError && n == 1 {
@@ -144,6 +147,9 @@ func duplicateKey(n *yaml.Node, path []string) error {
 // and "1" differ while ~ and null, or 0x1 and 1, are the same key. The
 // library's own unique-keys check compares the text, so it cannot tell.
 func scalarKey(k *yaml.Node) string {
+	if k.ShortTag() == "!!str" { // a string key is its text: no decode
+		return "!!str\x00" + k.Value
+	}
 	var v any
 	if err := k.Decode(&v); err != nil {
 		return k.ShortTag() + "\x00" + k.Value // a value its tag cannot hold: compare the text
