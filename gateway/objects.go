@@ -48,7 +48,10 @@ func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, 
 // reference lets whoever sees the event read the artifact, so a device
 // naming an id it learnt but may not read would open it to the event's
 // addressee (attack93 F3: a confused deputy). An id that names no
-// artifact is refused alike, so the refusal does not say which exist.
+// artifact is refused in the same words, so the text does not say which
+// exist; its time may (attack95 F5): MemPalace 3.11.0 names an
+// artifact's creator only with its content (artifact_get, /sync/artifact),
+// and only an existing one costs an event scan.
 // Ids are looked up in the order given, each once, so the refusal names
 // the first unreadable one (review30 F7). The look-ups are not charged to
 // the device's read rate (left so on purpose): maxArtifactRefs bounds
