@@ -79,14 +79,14 @@ func (ac *deviceAddCmd) run(id string) error {
 			if already = e.Label == d.Label && scopes(*e) == scopes(d); already {
 				return nil // run again (after a refusal): confirmed like the first run
 			}
-			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
+			return failed(fmt.Errorf("device %s exists (fix: change it with '%s', or add the new machine under another id: '%s')", d.ID, ac.config.hint("device set "+d.ID+" ..."), ac.config.hint("device add NEW-ID ...")))
 		}
 		if i := slices.IndexFunc(c.RemovedDevices, func(id string) bool { return strings.EqualFold(id, d.ID) && id != d.ID }); i >= 0 {
-			return failed(fmt.Errorf("device %s differs only in case from the removed device %s: one reads as the other in audit lines, trust lists and the mailbox's mark of a removed sender; choose another id", d.ID, c.RemovedDevices[i]))
+			return failed(fmt.Errorf("device %s differs only in case from the removed device %s: one reads as the other in audit lines, trust lists and the mailbox's mark of a removed sender (fix: add it under another id: '%s'; or, if it is the removed machine, '%s')", d.ID, c.RemovedDevices[i], ac.config.hint("device add NEW-ID ..."), ac.config.hint("device add "+c.RemovedDevices[i]+" --reuse-removed-id ...")))
 		}
 		if slices.Contains(c.RemovedDevices, d.ID) {
 			if !ac.reuse {
-				return failed(fmt.Errorf("device %s was removed: a new device under its id would inherit the old one's records (who wrote what) and the trust other devices gave it; if it is the same machine, add it with --reuse-removed-id, or choose another id", d.ID))
+				return failed(fmt.Errorf("device %s was removed: a new device under its id would inherit the old one's records (who wrote what) and the trust other devices gave it (fix: add the new machine under another id: '%s'; or, if it is the same machine, '%s')", d.ID, ac.config.hint("device add NEW-ID ..."), ac.config.hint("device add "+d.ID+" --reuse-removed-id ...")))
 			}
 			c.RemovedDevices = slices.DeleteFunc(c.RemovedDevices, func(id string) bool { return id == d.ID })
 			maps.DeleteFunc(c.RemovedAgents, func(_, id string) bool { return id == d.ID }) // the same machine: its agents are its own

@@ -64,7 +64,7 @@ func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
 	cli(0, "device", "remove", "bob-02")
 	before, _ := os.ReadFile(cfg)
 	_, errOut := cli(1, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob")
-	for _, w := range []string{"bob-02 was removed", "records", "trust", "--reuse-removed-id", "or choose another id"} {
+	for _, w := range []string{"bob-02 was removed", "records", "trust", "(fix: add the new machine under another id: '", "device add NEW-ID ...'; or, if it is the same machine, '", "device add bob-02 --reuse-removed-id ...')"} {
 		if !strings.Contains(errOut, w) {
 			t.Errorf("add of a removed id does not say %q:\n%s", w, errOut)
 		}
@@ -75,7 +75,7 @@ func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
 	// Nor in another case: Bob-02 beside removed bob-02 reads as it in the
 	// mailbox's "removed" mark and trust lists (attack85 F7).
 	_, errOut = cli(1, "device", "add", "Bob-02", "--label", "bob2", "--read", "*", "--agents", "pi@bob2", "--reuse-removed-id")
-	if !strings.Contains(errOut, "differs only in case from the removed device bob-02") {
+	if !strings.Contains(errOut, "differs only in case from the removed device bob-02") || !strings.Contains(errOut, "(fix: add it under another id: '") || !strings.Contains(errOut, "device add NEW-ID ...'; or, if it is the removed machine, '") || !strings.Contains(errOut, "device add bob-02 --reuse-removed-id ...')") {
 		t.Errorf("add of a removed id in another case:\n%s", errOut)
 	}
 	cli(0, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob", "--reuse-removed-id")

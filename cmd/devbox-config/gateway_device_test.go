@@ -166,7 +166,7 @@ func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
 		t.Error("the refused remove changed the config")
 	}
-	if _, errOut := cli(1, "device", "add", "bob-02", "--read", "x"); !strings.Contains(errOut, "device bob-02 exists; change it with '") || !strings.Contains(errOut, "device set bob-02 ...', or choose another id") {
+	if _, errOut := cli(1, "device", "add", "bob-02", "--read", "x"); !strings.Contains(errOut, "device bob-02 exists (fix: change it with '") || !strings.Contains(errOut, "device set bob-02 ...', or add the new machine under another id: '") || !strings.Contains(errOut, "device add NEW-ID ...')") {
 		t.Errorf("add of an existing id: %s", errOut)
 	}
 	for _, c := range []struct{ from, to, want string }{
