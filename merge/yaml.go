@@ -111,16 +111,15 @@ func notUTF8(src []byte) error {
 // duplicateKey refuses a mapping in n (at path) that names a key twice:
 // Continue's parser ("Map keys must be unique") and Goose's refuse the
 // file, and the splice would edit only one of the two. Keys are compared
-// by tag and value (scalarKey), not text. Merge keys (<<)
-// and keys that are not scalars are not compared; aliases are not
-// followed.
+// by tag and value (scalarKey), not text. Keys that are not scalars
+// are not compared; aliases are not followed.
 func duplicateKey(n *yaml.Node, path []string) error {
 	switch n.Kind {
 	case yaml.MappingNode:
 		seen := map[string]*yaml.Node{}
 		for j := 0; j+1 < len(n.Content); j += 2 {
 			k := n.Content[j]
-			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
+			if k.Kind == yaml.ScalarNode {
 				key := scalarKey(k)
 				if first := seen[key]; first != nil {
 					name := strings.Join(append(slices.Clone(path), k.Value), ".")
@@ -146,8 +145,10 @@ func duplicateKey(n *yaml.Node, path []string) error {
 // scalarKey is the key k is to YAML: its resolved tag and value, so 1
 // and "1" differ while ~ and null, or 0x1 and 1, are the same key. The
 // library's own unique-keys check compares the text, so it cannot tell.
+// A merge key (<<) is the string "<<", as YAML 1.2 (Continue's yaml)
+// reads it: two of them are one key named twice (attack98 F2).
 func scalarKey(k *yaml.Node) string {
-	if k.ShortTag() == "!!str" { // a string key is its text: no decode
+	if t := k.ShortTag(); t == "!!str" || t == "!!merge" { // a string key is its text: no decode
 		return "!!str\x00" + k.Value
 	}
 	var v any
