@@ -41,9 +41,11 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	if !b.lok || !b.pok {
 		return e.oneSide(b, shape, args, recs, mk)
 	}
-	mk.copies = e.ownCopies(ctx, b.lt, shape)
 	if shape == catalogue.FilterHits {
 		mk.writtenHere = e.writtenHere(ctx)
+	}
+	mk.copies = e.ownCopies(ctx, b.lt, shape, mk.writtenHere)
+	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(b.lt, b.pt, intArg(args, "limit", 5), mk), false, nil), nil
 	}
 	lm, pm := objectMap(mk.text(b.lt, recs, origin.PalaceLocal)), objectMap(mk.text(b.pt, recs, origin.PalacePrimary))
@@ -376,7 +378,8 @@ func readHits(results gjson.Result) []hit {
 // entry held by both palaces under two ids is one hit (pairEntries).
 func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
-	ph = slices.DeleteFunc(ph, func(h hit) bool { return mk.writtenHere[h.key] }) // not this device's text: the local hit, if any, stands
+	here := mk.writtenHereOnPrimary()
+	ph = slices.DeleteFunc(ph, func(h hit) bool { return here[h.key] }) // not this device's text: the local hit, if any, stands
 	copyIDs := map[string]bool{}
 	for _, h := range lh {
 		if c, known := mk.ownCopy(h.key); known && c.ID != "" {
@@ -804,12 +807,18 @@ func entryTime(ts string, local *time.Location) time.Time {
 
 // ownCopies is the copy on the primary of each diary entry of the local
 // answer lt (a search's hits, by their ids; a diary_read's entries, by
-// their timestamps) that the outbox knows (outbox.EntryCopies), by the
-// stamp of the entry's id: the entry pairs with that copy alone. nil
-// without an outbox, or when it cannot say (logged): every entry pairs
-// by text then. No call to the primary.
-func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter) map[string]outbox.EntryCopy {
+// their timestamps), and of each diary entry of here (writtenHere, which
+// a search's primary hits of drop), that the outbox knows
+// (outbox.EntryCopies), by the stamp of the entry's id: the entry pairs
+// with that copy alone. nil without an outbox, or when it cannot say
+// (logged): every entry pairs by text then. No call to the primary.
+func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter, here map[string]bool) map[string]outbox.EntryCopy {
 	var stamps []string
+	for id := range here {
+		if stamp, _, ok := catalogue.DiaryEntryID(id); ok {
+			stamps = append(stamps, stamp)
+		}
+	}
 	switch {
 	case e.outbox == nil:
 		return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
@@ -88,6 +89,33 @@ func TestMergeSearchDropsThePrimarysHitOfADrawerWrittenHere(t *testing.T) {
 	})
 }
 
+// The same for a diary entry: the primary keeps this device's entry
+// under its copy's id (its own timestamp), so while an update of the entry
+// waits in the outbox, the primary's hit of that copy is dropped too, and
+// another device's entry of the same words stands (review31 F2: the old
+// text showed as palace "primary" when the local palace did not rank the
+// new one).
+func TestMergeSearchDropsThePrimarysCopyOfADiaryEntryWrittenHere(t *testing.T) {
+	t.Parallel()
+	e := &Edge{log: slog.New(slog.DiscardHandler)}
+	mk := marksFor(deviceinfo.Info{ID: "laptop"})
+	const mine, copyID, theirs = "diary_wing_opencode_20261207_132400123456_0123456789ab",
+		"diary_wing_opencode_20261207_132401654321_0123456789ab",
+		"diary_wing_opencode_20261207_132402000000_0123456789ab"
+	mk.writtenHere = map[string]bool{mine: true}
+	mk.copies = map[string]outbox.EntryCopy{"20261207_132400123456": {ID: copyID, Timestamp: "2026-12-07T13:24:01.654321"}}
+	local := `{"query":"q","results":[
+	  {"drawer_id":"d7","wing":"w","room":"r","text":"backlog item 7","distance":0.4}]}`
+	primary := `{"query":"q","results":[
+	  {"drawer_id":"` + copyID + `","wing":"wing_opencode","room":"diary","text":"standup: tests red","distance":0.1,"origin":{"device":"laptop","trusted":true}},
+	  {"drawer_id":"` + theirs + `","wing":"wing_opencode","room":"diary","text":"standup: tests red","distance":0.1,"origin":{"device":"desk","trusted":true}},
+	  {"drawer_id":"d7","wing":"w","room":"r","text":"backlog item 7","distance":0.4,"origin":{"device":"laptop","trusted":true}}]}`
+	wantHits(t, "the entry updated here, not sent, not ranked here", e.mergeSearch(local, primary, 10, mk), [][4]string{
+		{theirs, "standup: tests red", "desk", "primary"},
+		{"d7", "backlog item 7", "laptop", "both"},
+	})
+}
+
 // Through the edge: an update the primary refuses leaves its old text
 // there; a search of the old words never finds the text this device
 // replaced (attack97 F6: the local palace ranked another drawer over the
@@ -106,6 +134,27 @@ func TestASearchShowsNoTextThisDeviceReplaced(t *testing.T) {
 	for _, x := range got["results"].([]any) {
 		if x := x.(map[string]any); x["text"] == old {
 			t.Errorf("the text this device replaced is a hit: %v", x)
+		}
+	}
+}
+
+// The same through the edge for a diary entry, which the primary keeps
+// under another id (review31 F2).
+func TestASearchShowsNoDiaryTextThisDeviceReplaced(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const old = "backlog item 5: lorem ipsum"
+	w, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": old})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "backlog item 6: lorem ipsum dolor"})
+	h.eventually("replication", func() bool {
+		return diaryCopies(h.primary, old) == 1 && h.primary.Dump().CountContent("backlog item 6: lorem ipsum dolor") == 1
+	})
+	h.srv.FailTool("mempalace_update_drawer", 1000, fakepalace.FailErrorField)
+	h.call("update_drawer", map[string]any{"drawer_id": w["entry_id"], "content": "Completely rewritten: the cat sat on the mat."})
+	got, _ := h.call("search", map[string]any{"query": old, "limit": 1})
+	for _, x := range got["results"].([]any) {
+		if x := x.(map[string]any); x["text"] == old {
+			t.Errorf("the diary text this device replaced is a hit: %v", x)
 		}
 	}
 }

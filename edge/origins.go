@@ -142,6 +142,19 @@ func (m marks) ownCopy(id string) (c outbox.EntryCopy, known bool) {
 	return c, known
 }
 
+// writtenHereOnPrimary is the ids on the primary of the drawers written
+// here (writtenHere): each one's own, and for a diary entry its copy's
+// (copies), the id the primary keeps it under.
+func (m marks) writtenHereOnPrimary() map[string]bool {
+	ids := maps.Clone(m.writtenHere)
+	for id := range m.writtenHere {
+		if c, known := m.ownCopy(id); known && c.ID != "" {
+			ids[c.ID] = true
+		}
+	}
+	return ids
+}
+
 // copied reports a primary diary entry's timestamp ts that the outbox
 // names as the copy of a local entry of the answer.
 func (m marks) copied(ts string) bool {
