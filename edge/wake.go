@@ -100,10 +100,12 @@ type wake struct {
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
 	trustBy    time.Time       // and for the device header until then (the edge's start + wakeTrustWait)
-	// replies are the agent's replies the edge took since the read of
-	// the log out now began (refreshOwed, one at a time): that read may
-	// not count them (sent after it read the agent's replies, not yet
-	// queued when it began), so they are applied to its view again.
+	// replies are the agent's replies the edge took since the last read
+	// of the log that succeeded began (refreshOwed, one at a time): that
+	// read, and the one out now, may not count them (sent after it read
+	// the agent's replies, not yet queued when it began), nor the view
+	// kept (its keepView not done yet), so they are applied to each
+	// again.
 	replies []map[string]any
 	// keep orders the writes of the view kept (keepView): the last one
 	// writes the view as it is then, never an older one.
@@ -187,7 +189,7 @@ func (e *Edge) readKept(ctx context.Context) (owedView, bool) {
 // ask (no limit): the trusted ones may come after any number of others.
 func (e *Edge) refreshOwed(ctx context.Context) {
 	e.wk.mu.Lock()
-	e.wk.replies = nil // those taken before are on the primary or queued: the read counts them
+	counted := len(e.wk.replies) // those taken before are on the primary or queued: the read counts them
 	e.wk.mu.Unlock()
 	replies := e.outboxReplies(ctx)
 	r, err := e.box.Owed(ctx, e.cfg.Identity, "", 0, replies.sent)
@@ -215,6 +217,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 		}
 	}
 	e.wk.mu.Lock()
+	e.wk.replies = slices.Clone(e.wk.replies[counted:])
 	for _, reply := range e.wk.replies {
 		v.Asks = e.clearedBy(v.Asks, reply)
 	}
@@ -316,6 +319,9 @@ func (e *Edge) keptView(ctx context.Context, stream string) map[string]any {
 	kept, ok := e.readKept(ctx)
 	e.wk.mu.Lock()
 	if ok && !kept.At.Before(e.wk.view.At) {
+		for _, reply := range e.wk.replies { // this session's: the kept view may not count them yet (review31 F3)
+			kept.Asks = e.clearedBy(kept.Asks, reply)
+		}
 		e.wk.view = kept
 	}
 	v := e.trustedNow(e.wk.view)

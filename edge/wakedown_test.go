@@ -3,6 +3,8 @@ package edge
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // refusingLate is a primary whose connect is under way when it is first
@@ -187,6 +191,58 @@ func TestAKeptViewIsReadAgainForEachAnswer(t *testing.T) {
 	kept := a.keptView(ctx, "")
 	if got := fmt.Sprint(kept["asks"]); strings.Contains(got, "evt_a") || !strings.Contains(got, "evt_b") {
 		t.Errorf("session A's kept view after session B answered evt_a: %v", got)
+	}
+}
+
+// downSource is a primary the mailbox cannot read.
+type downSource struct{}
+
+func (downSource) EventList(context.Context, map[string]any) (json.RawMessage, error) {
+	return nil, errors.New("primary down")
+}
+
+// An ask this session answers stays answered in a mailbox answer from
+// the kept view while the primary is down, whatever the order: the
+// answer read the kept view before this session's reply was kept there
+// (its keepView waits behind another), and a read of the log that began
+// after the reply failed. Before, the kept view, as old as the session's
+// own (the same at), was taken as it was: the answer listed the ask
+// again, and the reply's keepView kept it again (review31 F3).
+func TestAKeptViewDoesNotTakeBackAnAskThisSessionAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ob, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "desk-9b21", "edge-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0), outbox: ob,
+		box: &mailbox.Mailbox{Src: downSource{}}}
+	e.wk.view = owedView{At: time.Now().Add(-time.Minute), Asks: []owedAsk{
+		{ID: "evt_a", Line: "evt_a: task.request from pi@laptop: answered", Stream: "devbox", Sender: "pi@laptop"},
+		{ID: "evt_b", Line: "evt_b: task.request from pi@laptop: still owed", Stream: "devbox", Sender: "pi@laptop"},
+	}}
+	e.keepView(ctx)
+	e.wk.keep.Lock() // another keepView under way: the reply's waits
+	replied := make(chan struct{})
+	go func() {
+		defer close(replied)
+		e.answered(ctx, newCall(&mcp.CallToolParams{Name: "mempalace_event_ack", Arguments: map[string]any{"event_id": "evt_a", "from_agent": "opencode@edge-test", "status": "applied"}}))
+	}()
+	for cleared := false; !cleared; runtime.Gosched() { // until the reply took evt_a out of the view in memory
+		e.wk.mu.Lock()
+		cleared = len(e.wk.view.Asks) == 1
+		e.wk.mu.Unlock()
+	}
+	e.refreshOwed(ctx) // the next read, begun after the reply: the primary is down
+	kept := e.keptView(ctx, "")
+	e.wk.keep.Unlock()
+	<-replied
+	if got := fmt.Sprint(kept["asks"]); strings.Contains(got, "evt_a") || !strings.Contains(got, "evt_b") {
+		t.Errorf("the mailbox answer from the kept view after this session answered evt_a: %v", got)
+	}
+	if v, _ := e.readKept(ctx); len(v.Asks) != 1 || v.Asks[0].ID != "evt_b" {
+		t.Errorf("the view kept for the next session after this session answered evt_a: %v", v.Asks)
 	}
 }
 
