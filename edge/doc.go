@@ -22,6 +22,7 @@
 //	                 checkpoint's items it left out, told likewise
 //	replicate.go     writes: local first, then the outbox (the policy's cut,
 //	                 the agent's bytes with the edge's edits spliced in;
+//	                 kgdate.go: a KG end's date, fixed for both palaces;
 //	                 cutwrite.go: a write the local server's death cut, given
 //	                 to its restart first, as localdelete.go's kept deletes;
 //	                 theirs.go: the primary's text given to the local palace

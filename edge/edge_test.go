@@ -60,6 +60,8 @@ type harnessOpts struct {
 	raw         bool     // the agent is the test, writing JSON-RPC lines
 	child       []string // the local palace server's argv (default: the test double)
 	primaryDown bool     // nothing listens at the primary's URL
+	// primaryNow is the test double primary's clock (default time.Now).
+	primaryNow func() time.Time
 	// env is the edge's environment: its palace, child and child's
 	// environment are what `devbox-config edge` makes of it
 	// (ladder.ResolveEdge, ladder.ChildEnviron, ConfigFrom), in edge mode
@@ -139,7 +141,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL
 	case !o.passThrough:
-		h.primary, h.srv = testbed.Primary(t, fakepalace.Options{Dir: t.TempDir(), Embedder: o.embedder}, fakepalace.HTTPOptions{Token: testToken, SessionMode: o.session})
+		h.primary, h.srv = testbed.Primary(t, fakepalace.Options{Dir: t.TempDir(), Embedder: o.embedder, Now: o.primaryNow}, fakepalace.HTTPOptions{Token: testToken, SessionMode: o.session})
 		fakepalace.SetTrace(h.primary, h.primaryLog)
 		cfg.PrimaryURL = h.srv.URL()
 		if o.primaryDown {

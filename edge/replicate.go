@@ -44,6 +44,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
 	}
+	c.dated(time.Now()) // both palaces date a KG end alike (kgdate.go)
 	// In the outbox before it is sent, as an intent the local answer
 	// settles (outbox/intent.go): a kill while the local palace is at it
 	// leaves it for the next edge to send.
