@@ -9,11 +9,13 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
@@ -121,4 +123,52 @@ func lateLink(t *testing.T, target, tool string, delay time.Duration) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + u.Path
+}
+
+// A device the gateway grants --kg read has its knowledge-graph writes
+// refused by the edge up front, as the gateway would refuse them: nothing
+// in the local palace, nothing queued. Before, each was answered success
+// and queued, went dead at the gateway, and meanwhile this device's
+// entity-less KG reads were its local palace's (attack99 F7). Granted the
+// write, the next one is taken: the refusal asks the gateway again.
+func TestAKGWriteWithoutTheKGWriteGrantIsRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "reader-1", Label: "edge-test", Read: []string{"*"}, Write: []string{"wing_rd"}, KG: "read", Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["reader-1"]})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	for tool, args := range map[string]map[string]any{
+		"kg_add":        {"subject": "r1", "predicate": "p", "object": "o"},
+		"kg_invalidate": {"subject": "r1", "predicate": "p", "object": "o"},
+		"kg_supersede":  {"subject": "r1", "predicate": "p", "old_object": "o", "new_object": "o2"},
+	} {
+		m, res := h.call(tool, args)
+		if msg := refusalText(res); !res.IsError || m["success"] == true || !strings.Contains(msg, "refused by the edge") || !strings.Contains(msg, "no knowledge-graph write grant") {
+			t.Errorf("%s on a --kg read device: %v", tool, m)
+		}
+	}
+	if ops, err := h.edge.outbox.List(context.Background(), 10); err != nil || len(ops) != 0 {
+		t.Errorf("refused KG writes were queued: %d (%v)", len(ops), err)
+	}
+	if facts := localFacts(t, h, "r1"); len(facts) != 0 {
+		t.Errorf("refused KG writes are in the local palace: %v", facts)
+	}
+	if r, _ := h.call("kg_stats", nil); r["edge"].(map[string]any)["source"] != "primary" {
+		t.Errorf("kg_stats after refused KG writes: %v, want the primary's", r)
+	}
+
+	c, err := gateway.LoadConfig(gw.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Devices[0].KG = gateway.KGWrite
+	if err := c.Save(gw.ConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if m, res := h.call("kg_add", map[string]any{"subject": "r1", "predicate": "p", "object": "o"}); res.IsError || m["success"] != true {
+		t.Errorf("kg_add once the operator granted the KG write: %v", m)
+	}
 }

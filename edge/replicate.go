@@ -850,7 +850,27 @@ func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) (string, ma
 	if msg := e.agentRefused(c); msg != "" {
 		return msg, map[string]any{"replication": "not taken"}
 	}
+	if msg := e.kgRefused(ctx, c); msg != "" {
+		return msg, map[string]any{"replication": "not taken"}
+	}
 	return "", nil
+}
+
+// kgRefused is the gateway's refusal, in words, of a knowledge-graph
+// write the policy replicates when the gateway says (device.go) this
+// device has no knowledge-graph write grant (--kg read or none); "": c
+// may be taken, or the grant is not known. Queued, it would be refused
+// at every try until dead, while this device's KG reads served it as the
+// fleet's (attack99 F7).
+func (e *Edge) kgRefused(ctx context.Context, c *call) string {
+	in, ok := e.device()
+	if !ok || e.outbox == nil || c.tool.Gate != catalogue.KGWrite || in.KG == "" || in.KG == "write" {
+		return ""
+	}
+	if pol, err := e.currentPolicy(ctx); err != nil || !pol.KGReplicated() {
+		return "" // kept local, or held: whether it is sent, nobody can say yet
+	}
+	return fmt.Sprintf("refused by the edge: the gateway would refuse this write (no knowledge-graph write grant: this device (%s) has --kg %s), so it is not taken here to be queued for a primary that never takes it: nothing was written or queued. Ask the gateway's operator for the grant (devbox-config gateway device set %s --kg write).", in.ID, in.KG, in.ID)
 }
 
 // agentRefused is the gateway's refusal, in words, of a coordination
