@@ -195,6 +195,58 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	return annotate(drawersAnswer(slots), busyMark(mark, busy), busy != nil || why != "")
 }
 
+// drawersInHalves answers a get_drawers whose local answer was too large
+// for the edge (tooLarge, errAnswerTooLarge: 160 drawers of 100,000
+// emoji pass 64 MiB within MemPalace's 500 ids) as join reads such a
+// batch: the local palace is asked for each half of the ids, a half too
+// large again in halves, and the halves' drawers are one answer, in the
+// order asked. An id whose drawer alone is too large gives tooLarge.
+func (e *Edge) drawersInHalves(ctx context.Context, c *call, tooLarge error) (*mcp.CallToolResult, error) {
+	ids, _ := c.argsMap()["drawer_ids"].([]any)
+	slots, other, err := e.localInHalves(ctx, c, ids, tooLarge)
+	if err != nil || other != nil {
+		return other, err
+	}
+	e.log.Info("a get_drawers answer too large for the edge was read from the local palace in parts", "ids", len(ids))
+	return drawersAnswer(slots), nil
+}
+
+// localInHalves is the local palace's answer for each of ids, asked in
+// two halves (and so on); other is a half's answer that is not a list of
+// drawers (an error, an empty palace's), which stands for the whole.
+func (e *Edge) localInHalves(ctx context.Context, c *call, ids []any, tooLarge error) (slots []json.RawMessage, other *mcp.CallToolResult, err error) {
+	if len(ids) < 2 {
+		return nil, nil, tooLarge
+	}
+	for _, half := range [][]any{ids[:len(ids)/2], ids[len(ids)/2:]} {
+		hc, err := c.with(map[string]any{"drawer_ids": half})
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := e.localRead(ctx, hc, e.remote.Up())
+		if errors.Is(err, errAnswerTooLarge) {
+			var got []json.RawMessage
+			if got, other, err = e.localInHalves(ctx, c, half, err); err != nil || other != nil {
+				return nil, other, err
+			}
+			slots = append(slots, got...)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		t, _ := objectText(res)
+		results := gjson.Get(t, "results").Array()
+		if len(results) != len(half) {
+			return nil, res, nil
+		}
+		for _, r := range results {
+			slots = append(slots, json.RawMessage(r.Raw))
+		}
+	}
+	return slots, nil, nil
+}
+
 // primaryDrawers are the primary's answers for ids, by id: a drawer
 // marked as its, a withheld one, another error it answered for the id,
 // or, for an id it did not answer for, notAnswered (counted in
@@ -279,8 +331,11 @@ func (e *Edge) primaryDrawersOneByOne(ctx context.Context, c *call, ids []string
 // localState is what a merged answer's edge.local says of a local palace
 // that did not answer (err).
 func localState(err error) string {
-	if errors.Is(err, errLocalBusy) {
+	switch {
+	case errors.Is(err, errLocalBusy):
 		return "busy"
+	case errors.Is(err, errAnswerTooLarge):
+		return "answer too large"
 	}
 	return "down"
 }

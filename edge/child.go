@@ -71,6 +71,9 @@ type ChildOptions struct {
 	// closed, and again after SIGTERM (default childExitWait; tests set
 	// shorter where a hung server is stopped).
 	exitWait time.Duration
+	// maxMessage bounds a line from the server (default maxChildMessage;
+	// tests set smaller).
+	maxMessage int
 }
 
 // FirstCall is a call a started server gets before any other
@@ -92,6 +95,9 @@ func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
 	}
 	if o.exitWait <= 0 {
 		o.exitWait = childExitWait
+	}
+	if o.maxMessage <= 0 {
+		o.maxMessage = maxChildMessage
 	}
 	c := &Child{argv: argv, env: env, log: log, o: o, changed: make(chan struct{})}
 	copts := &mcp.ClientOptions{}
@@ -145,7 +151,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	defer dieWithEdge(cmd)() // held until the server has stopped: it dies with the edge
 	cmd.Env = c.env
 	cmd.Stderr = c.o.Stderr // the child's own log lines go where ours do
-	conn, err := startChild(cmd, c.o.exitWait, c.log)
+	conn, err := startChild(cmd, c.o.exitWait, c.o.maxMessage, c.log)
 	if err != nil {
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}
@@ -277,7 +283,8 @@ func (c *Child) live() *childConn {
 
 // Relay runs tools/call on the local palace with params as the agent sent
 // them and returns the result as the child sent it (or the JSON-RPC error
-// it answered). A child that dies mid-call gives an error, never a hang. A
+// it answered). A child that dies mid-call gives an error, never a hang;
+// an answer too large to take gives errAnswerTooLarge, the child running on. A
 // call that could not be sent (the connection was already closing) is sent
 // once more to the respawned child: it cannot have landed.
 func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
@@ -287,7 +294,7 @@ func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMess
 			return nil, nil, err
 		}
 		res, rpcErr, err := conn.toolCall(ctx, params)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || errors.Is(err, errAnswerTooLarge) { // the server runs on
 			return res, rpcErr, err
 		}
 		c.invalidate(s)

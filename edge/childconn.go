@@ -27,8 +27,11 @@ import (
 
 // maxChildMessage bounds one line from the local palace server. Answers may
 // be larger than what an agent may send (a page of drawers), so the bound
-// is wider than wire.MaxMessage; a longer line ends the connection (the child
-// is restarted) rather than a call waiting for an answer that was dropped.
+// is wider than wire.MaxMessage. A longer line is read past and dropped:
+// the call it answers (its id, read from its ends) gets errAnswerTooLarge,
+// and the server and the calls behind it run on. One whose id cannot be
+// read ends the connection (the child is restarted), rather than a call
+// waiting for an answer that was dropped.
 const maxChildMessage = 64 << 20
 
 // relayPrefix marks the ids of calls the edge relays itself; the SDK's own
@@ -41,6 +44,9 @@ var (
 	errNotSent = errors.New("the local palace server's connection is closed; nothing was sent")
 	// errChildExited: the child's output ended with the call in flight.
 	errChildExited = errors.New("the local palace server exited during the call")
+	// errAnswerTooLarge: the child's answer to the call was over the
+	// bound (maxChildMessage) and dropped; the child runs on.
+	errAnswerTooLarge = errors.New("the local palace's answer is larger than the edge takes")
 )
 
 // childConn is the edge's connection to the local palace server's stdio.
@@ -54,6 +60,7 @@ type childConn struct {
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
 	terminate time.Duration
+	max       int // the longest line read from the child (maxChildMessage)
 	log       *slog.Logger
 
 	wmu  sync.Mutex // one message per write, from the SDK and relayed calls alike
@@ -77,7 +84,7 @@ type childConn struct {
 }
 
 // startChild starts cmd and returns its connection.
-func startChild(cmd *exec.Cmd, terminate time.Duration, log *slog.Logger) (*childConn, error) {
+func startChild(cmd *exec.Cmd, terminate time.Duration, max int, log *slog.Logger) (*childConn, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -90,7 +97,7 @@ func startChild(cmd *exec.Cmd, terminate time.Duration, log *slog.Logger) (*chil
 		return nil, err
 	}
 	r, w := io.Pipe()
-	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]relayedCall{}, done: make(chan struct{}), finished: make(chan struct{})}
+	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, max: max, log: log, sdkR: r, sdkW: w, calls: map[string]relayedCall{}, done: make(chan struct{}), finished: make(chan struct{})}
 	go c.readLoop(stdout)
 	return c, nil
 }
@@ -102,19 +109,18 @@ func (c *childConn) readLoop(stdout io.Reader) {
 	defer close(c.finished)
 	br := bufio.NewReaderSize(stdout, 64<<10)
 	var err error
-	for {
+	for err == nil {
 		var line []byte
+		var id json.RawMessage
 		var tooLong bool
-		line, tooLong, err = wire.ReadLine(br, maxChildMessage)
-		if tooLong {
-			err = fmt.Errorf("the local palace server sent a message over %d MiB", maxChildMessage>>20)
-			break
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
+		line, id, tooLong, err = wire.ReadLine(br, c.max)
+		switch t := bytes.TrimSpace(line); {
+		case tooLong && !c.dropTooLarge(id):
+			// Which call it answered is unknown: each in flight may
+			// have been applied, as if the child had exited.
+			err = fmt.Errorf("%w (stopped by the edge: it sent a message over %s whose id could not be read)", errChildExited, sizeWords(c.max))
+		case len(t) > 0:
 			c.route(t)
-		}
-		if err != nil {
-			break
 		}
 	}
 	if errors.Is(err, io.EOF) {
@@ -140,24 +146,56 @@ func (c *childConn) route(line []byte) {
 		return
 	}
 	if m := gjson.GetBytes(line, "id"); m.Type == gjson.String && strings.HasPrefix(m.Str, relayPrefix) {
-		c.mu.Lock()
-		rc := c.calls[m.Str]
-		delete(c.calls, m.Str)
-		for id, given := range c.calls {
-			if given.fn == nil && given.seq < rc.seq {
-				delete(c.calls, id) // the child answers: it is no longer at a call given up before
-			}
-		}
-		c.answeredAt = time.Now()
-		c.mu.Unlock()
-		if rc.fn != nil {
-			rc.fn(line, nil)
-		}
-		return // an answer to a call given up (cancelled) is dropped
+		c.answer(m.Str, line, nil)
+		return
 	}
 	if _, err := c.sdkW.Write(append(line, '\n')); err != nil && !errors.Is(err, io.ErrClosedPipe) {
 		c.log.Debug("the SDK side of the child connection is closed", "err", err)
 	}
+}
+
+// answer gives a relayed call its answer line, or err; an answer to a
+// call given up (cancelled) is dropped.
+func (c *childConn) answer(id string, line []byte, err error) {
+	c.mu.Lock()
+	rc := c.calls[id]
+	delete(c.calls, id)
+	for other, given := range c.calls {
+		if given.fn == nil && given.seq < rc.seq {
+			delete(c.calls, other) // the child answers: it is no longer at a call given up before
+		}
+	}
+	c.answeredAt = time.Now()
+	c.mu.Unlock()
+	if rc.fn != nil {
+		rc.fn(line, err)
+	}
+}
+
+// dropTooLarge drops a message over c.max whose id (read from its ends)
+// it has: a relayed call's gets errAnswerTooLarge, and the child, which
+// wrote it whole, is in step for the next. false: no id (which call it
+// answered, if any, is unknown).
+func (c *childConn) dropTooLarge(id json.RawMessage) bool {
+	if id == nil {
+		return false
+	}
+	var s string
+	if json.Unmarshal(id, &s) != nil || !strings.HasPrefix(s, relayPrefix) {
+		c.log.Warn("the local palace server sent a message too large to read; dropped", "id", string(id), "over", sizeWords(c.max))
+		return true // the SDK's: its call ends at its own timeout
+	}
+	c.log.Warn("the local palace server's answer to a call is too large to pass on; dropped, the server runs on", "id", s, "over", sizeWords(c.max))
+	c.answer(s, nil, fmt.Errorf("%w: it is over %s, so it was dropped (the local palace server runs on); ask for less", errAnswerTooLarge, sizeWords(c.max)))
+	return true
+}
+
+// sizeWords is n bytes in words: "64 MiB", or "1000 bytes".
+func sizeWords(n int) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // write sends one message line.

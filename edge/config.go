@@ -97,6 +97,9 @@ type Config struct {
 	// its input is closed, and again after SIGTERM (0: childExitWait);
 	// tests that stop a hung server set it short.
 	childExitWait time.Duration
+	// childMaxMessage bounds a line from the local palace server (0:
+	// maxChildMessage); tests set smaller.
+	childMaxMessage int
 }
 
 // The production defaults of Config's waits; tests set short ones.

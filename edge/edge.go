@@ -125,6 +125,7 @@ func New(cfg Config) *Edge {
 		OnDown:     e.localServerDown,
 		Wait:       cfg.CallTimeout,
 		exitWait:   cfg.childExitWait,
+		maxMessage: cfg.childMaxMessage,
 	})
 	e.localServer = e.child
 	if !cfg.PassThrough() {

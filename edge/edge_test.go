@@ -92,6 +92,8 @@ type harnessOpts struct {
 	// childExitWait: Config's (default: the edge's); short where the test
 	// stops a local palace that is still at a call it never answers.
 	childExitWait time.Duration
+	// childMaxMessage: Config's (default: the edge's 64 MiB).
+	childMaxMessage int
 	// identity is the agent's identity (default opencode@edge-test).
 	identity string
 	// agentRefused is MEMPALACE_AGENT_NAME as given, refused by the
@@ -137,6 +139,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	}
 	cfg.GrantAsk, cfg.Lease = o.grantAsk, o.lease
 	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.WriteBound, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.writeBound, o.childExitWait
+	cfg.childMaxMessage = o.childMaxMessage
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL

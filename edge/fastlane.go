@@ -388,6 +388,18 @@ func (l *fastLane) relayed(key string, id json.RawMessage, c *call, stateless bo
 		l.respond(id, nil, rpcErr, stateless)
 	case err != nil && l.ctx.Err() != nil:
 		l.respond(id, nil, l.e.errStopping(c.writes()), stateless) // the edge stopped the child
+	case errors.Is(err, errAnswerTooLarge) && c.tool.Route == catalogue.ByID && !l.e.cfg.PassThrough():
+		// Read again in parts (get_drawers), off the reader's goroutine.
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			res, err := l.e.byIDFrom(l.ctx, c, nil, err)
+			var out json.RawMessage
+			if err == nil {
+				out, err = wire.EncodeResult(res)
+			}
+			l.respond(id, out, err, stateless)
+		}()
 	case err != nil:
 		// The child died with the call in flight: the answer serve gives.
 		result, err = wire.EncodeResult(localDown(err))

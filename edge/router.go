@@ -154,6 +154,9 @@ var heldByPID = regexp.MustCompile(`held by PID (\d+)`)
 
 // localDown is the error result for a local palace that cannot answer.
 func localDown(err error) *mcp.CallToolResult {
+	if errors.Is(err, errAnswerTooLarge) { // it answered: it is not down
+		return errorResult(err.Error(), map[string]any{"local": localState(err)})
+	}
 	msg := err.Error()
 	if !errors.Is(err, ErrLocalDown) {
 		msg = ErrLocalDown.Error() + ": " + msg
@@ -299,6 +302,16 @@ func resultText(res *mcp.CallToolResult) string {
 // part is the primary's, marked degraded.
 func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	res, err := e.localRead(ctx, c, e.remote.Up())
+	return e.byIDFrom(ctx, c, res, err)
+}
+
+// byIDFrom is byID from the local palace's answer (res, err); a
+// get_drawers whose answer was too large is read again in halves
+// (drawersInHalves).
+func (e *Edge) byIDFrom(ctx context.Context, c *call, res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
+	if errors.Is(err, errAnswerTooLarge) && c.tool.Name == "get_drawers" {
+		res, err = e.drawersInHalves(ctx, c, err)
+	}
 	var busy error
 	switch {
 	case err != nil && peerError(err) == nil:

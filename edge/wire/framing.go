@@ -126,9 +126,14 @@ func (g *guard) Close() error { return nil }
 
 // ReadLine reads one newline-terminated line of at most max bytes; a longer
 // line is consumed and dropped (tooLong).
-func ReadLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
-	line, _, tooLong, err = readLine(br, max, 0)
-	return line, tooLong, err
+// Of a line it drops, id is the id read from its ends as GuardInput reads
+// an agent's (overID; nil: none found).
+func ReadLine(br *bufio.Reader, max int) (line []byte, id json.RawMessage, tooLong bool, err error) {
+	line, ends, tooLong, err := readLine(br, max, idScan)
+	if tooLong {
+		id = overID(ends[0], ends[1])
+	}
+	return line, id, tooLong, err
 }
 
 // readLine is ReadLine keeping, of a line it drops, its first and its last
