@@ -308,8 +308,8 @@ func TestAnArtifactOverTheRequestCapIsToldNothingWasWritten(t *testing.T) {
 	}
 }
 
-// A coordination write MemPalace refuses for its arguments (metadata over
-// its 64 KiB, a stream name over 256 characters, a NUL in the body) is
+// A coordination write MemPalace refuses for its arguments (a stream name
+// over 256 characters, a NUL in the body) is
 // dead at its first refusal, told so, not kept to be refused four more
 // times with advice that a grant lets it through (outside tester attack38
 // B3).
@@ -325,7 +325,6 @@ func TestAWriteMemPalaceRefusesAsWrittenIsDeadAtOnce(t *testing.T) {
 		args  map[string]any
 		words string
 	}{
-		{event("metadata", map[string]any{"pad": strings.Repeat("m", 64<<10)}), "metadata exceeds maximum size of 65536 bytes"},
 		{event("stream", strings.Repeat("s", 257)), "stream exceeds maximum length of 256 characters"},
 		{event("body", "a\x00b"), "body contains null bytes"},
 	} {
@@ -334,7 +333,50 @@ func TestAWriteMemPalaceRefusesAsWrittenIsDeadAtOnce(t *testing.T) {
 			t.Errorf("%s: %.400s", c.words, s)
 		}
 	}
-	if dead := h.deadOps(); len(dead) != 3 {
-		t.Errorf("%d dead ops, want the 3 refused writes", len(dead))
+	// Metadata over MemPalace's 64 KiB is refused by the edge before it
+	// is queued (TestEventMetadataIsMeasuredAsMemPalaceCountsIt).
+	if _, res := h.call("event_append", event("metadata", map[string]any{"pad": strings.Repeat("m", 64<<10)})); !res.IsError || !strings.Contains(refusalText(res), "metadata is 65629 bytes as MemPalace counts it") {
+		t.Errorf("metadata over 64 KiB: %.400s", refusalText(res))
+	}
+	if dead := h.deadOps(); len(dead) != 2 {
+		t.Errorf("%d dead ops, want the 2 refused writes", len(dead))
+	}
+}
+
+// attack100 F1: an event's metadata is measured as MemPalace counts it
+// (json.dumps with ", " and ": ", with the edge_op_id the edge adds) and
+// refused when it is made, naming that size, never queued ("reaches the
+// primary once") to die at the primary: 5,100 small keys are 56,101 bytes
+// as written, 66,300 as MemPalace counts them (66,382 with the op id).
+// At the cap exactly it is queued; a byte over, refused; an artifact's
+// metadata alike.
+func TestEventMetadataIsMeasuredAsMemPalaceCountsIt(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := routerUnderTest(t)
+	primary.down = true // queued, not sent: what the edge answers is its own
+	meta := map[string]any{}
+	for i := range 5100 {
+		meta[fmt.Sprintf("k%05d", i)] = 1
+	}
+	event := map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@ops", "to_agent": "*", "body": "b", "metadata": meta}
+	m := routed(t, e, "mempalace_event_append", event)
+	if s := mustJSON(m); !strings.Contains(s, "metadata is 66382 bytes as MemPalace counts it (56101 as written)") || !strings.Contains(s, "maximum is 65536") || m["queued"] == true {
+		t.Errorf("event_append of metadata 56,101 bytes as written: %.400s", s)
+	}
+	// {"edge_op_id": "<64 hex>", "k": "x…"}: 91 bytes and the x's
+	event["metadata"] = map[string]any{"k": strings.Repeat("x", 65536-91)}
+	if m = routed(t, e, "mempalace_event_append", event); m["queued"] != true {
+		t.Errorf("event_append of metadata at the cap as MemPalace counts it: %.300s", mustJSON(m))
+	}
+	event["metadata"] = map[string]any{"k": strings.Repeat("x", 65536-90)}
+	if s := mustJSON(routed(t, e, "mempalace_event_append", event)); !strings.Contains(s, "metadata is 65537 bytes") {
+		t.Errorf("event_append of metadata a byte over: %.300s", s)
+	}
+	art := map[string]any{"kind": "note", "content": "c", "created_by": "pi@ops", "metadata": meta}
+	if s := mustJSON(routed(t, e, "mempalace_artifact_put", art)); !strings.Contains(s, "metadata is 66382 bytes") {
+		t.Errorf("artifact_put of metadata over the cap: %.300s", s)
+	}
+	if ops := pending(t, ob); len(ops) != 1 {
+		t.Errorf("%d ops queued, want the event at the cap only", len(ops))
 	}
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,8 @@ import (
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/pyjson"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // write: local first, the agent gets the local result; a successful write
@@ -716,11 +719,43 @@ func overCap(c *call) *mcp.CallToolResult {
 		map[string]any{"replication": "not taken"})
 }
 
+// maxMetadata is MemPalace's MAX_METADATA_BYTES (logstream.py): an
+// event's or an artifact's metadata, as it re-encodes it.
+const maxMetadata = 64 << 10
+
+// overMetadataCap is the refusal of a write whose metadata is over
+// MemPalace's cap as MemPalace counts it (pyjson: json.dumps with ", "
+// and ": ", sorted keys) with the edge_op_id the outbox adds, or nil:
+// refused when it is made, not queued to die at the primary. A metadata
+// that is not an object, or that the strict parse refuses, is left to
+// the refusals that name it.
+func overMetadataCap(c *call) *mcp.CallToolResult {
+	m := gjson.GetBytes(c.raw(), "metadata")
+	if !c.tool.OpStamp || m.Exists() && m.Type != gjson.Null && !m.IsObject() {
+		return nil
+	}
+	v := map[string]any{}
+	if m.IsObject() {
+		d, err := strictjson.Decode([]byte(m.Raw))
+		if err != nil {
+			return nil
+		}
+		v, _ = d.(map[string]any)
+	}
+	v["edge_op_id"] = outbox.NewOpID() // as stampOpID sets it
+	text, err := pyjson.Dumps(v)
+	if err != nil || len(text) <= maxMetadata {
+		return nil // a value Python does not write as JSON: MemPalace's words
+	}
+	return errorResult(fmt.Sprintf("refused by the edge: metadata is %d bytes as MemPalace counts it (%d as written), with the edge_op_id the edge adds for exactly-once; maximum is %d bytes (MemPalace's metadata cap); nothing was queued: shorten it. MemPalace measures metadata re-encoded by Python's json.dumps: a space after every , and :, non-ASCII as it is, and a float as Python writes it (1e5 as 100000.0)", len(text), len(m.Raw), maxMetadata),
+		map[string]any{"replication": "not taken"})
+}
+
 func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if res := e.refusedUpFront(ctx, c, ""); res != nil {
 		return res, nil
 	}
-	if res := overCap(c); res != nil {
+	if res := cmp.Or(overCap(c), overMetadataCap(c)); res != nil {
 		return res, nil
 	}
 	if e.outbox == nil {

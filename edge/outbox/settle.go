@@ -40,7 +40,7 @@ func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string
 		why := " (refused as written, whatever a grant: not tried again; write it anew, corrected)"
 		switch {
 		case strings.Contains(msg, "metadata exceeds maximum size"):
-			why = " (the metadata sent held the edge's edge_op_id too, about 90 bytes, which it adds for exactly-once: keep an event's metadata that much under 64 KiB; not tried again)"
+			why = " (MemPalace counts metadata re-encoded by Python's json.dumps, a space after every , and :, with the edge_op_id of 82 bytes the edge adds for exactly-once; an edge of this release refuses such metadata when it is made, naming that size; not tried again)"
 		case OpIDReused(msg):
 			why = " (not tried again; " + ReusedAdvice + ")"
 		}
