@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -99,7 +100,7 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 	res, err := call(ctx, params)
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {
-			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
+			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message, Rule: gjson.GetBytes(rpcErr.Data, "rule").Str}
 		}
 		return nil, err
 	}

@@ -167,6 +167,9 @@ var ErrUnauthorized = errors.New("the primary refused the token (401/403): check
 type RPCError struct {
 	Code    int
 	Message string
+	// Rule is a gateway's refusal's rule (its data.rule: "batch_cap"),
+	// "" for none.
+	Rule string
 }
 
 func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
@@ -283,6 +286,17 @@ func alreadyGone(op Op, kind Kind, msg string) bool {
 func deletedOnPrimary(err error) bool {
 	var rpc *RPCError
 	return errors.As(err, &rpc) && rpc.Code == ledger.CodeDeletedOnPrimary
+}
+
+// RuleBatchCap is a gateway's rule refusing a checkpoint carrying more
+// content than a device may file in one call (docs/operator.md, Fairness).
+const RuleBatchCap = "batch_cap"
+
+// batchCapped reports a gateway's refusal of a checkpoint over its batch
+// cap: the same checkpoint is refused every time, whatever is granted.
+func batchCapped(err error) bool {
+	var rpc *RPCError
+	return errors.As(err, &rpc) && rpc.Rule == RuleBatchCap
 }
 
 // changedOnPrimary reports a gateway's refusal of an update_drawer whose

@@ -53,8 +53,9 @@ func (refusingPrimary) Up() bool { return true }
 // and a queued op's arguments never change (outside tester attack39 F3:
 // refused five times, then dead, with advice to fix the cause and
 // retry). So is one refused "Invalid Request" (-32600: the gateway's
-// strict parse of its bytes, attack64 F1). Any other refusal still
-// counts toward dead.
+// strict parse of its bytes, attack64 F1), and one a gateway refuses
+// for its batch cap (rule batch_cap, attack100 F3). Any other refusal
+// still counts toward dead.
 func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -64,6 +65,7 @@ func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 		{&outbox.RPCError{Code: -32602, Message: "devbox-config gateway: Invalid params: room \"pad \" has a trailing space"}, true},
 		{&outbox.RPCError{Code: -32600, Message: `Invalid Request: $.params.arguments: key "content" appears twice`}, true},
 		{&outbox.RPCError{Code: -31003, Message: "devbox-config gateway: laptop may not call mempalace_add_drawer"}, false},
+		{&outbox.RPCError{Code: -31003, Message: "devbox-config gateway: a checkpoint of 2199824 bytes of content is more than the 2097152 a device may file in one call", Rule: outbox.RuleBatchCap}, true},
 	} {
 		s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
 		if err != nil {

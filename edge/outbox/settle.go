@@ -22,7 +22,8 @@ import (
 // deadAtOnce reads a failed send of op that no later try can change: an
 // edge's replay of a drawer an admin deleted on the primary (told, Kind's
 // doc), arguments refused as written (invalid), and an ack of an event the
-// device does not know (unknownEvent). final: the op is dead now.
+// device does not know (unknownEvent), a checkpoint over a gateway's
+// batch cap (batchCapped). final: the op is dead now.
 // asWritten: refused as written, so it never lands as it is and holds
 // nothing back (its causal keys go): the write the agent makes anew,
 // corrected, on the same objects is sent. The other two are retried once
@@ -36,6 +37,8 @@ func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string
 		return ChangedOnPrimary, msg, true, false
 	case unknownEvent(op, kind, msg):
 		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true, false
+	case batchCapped(sendErr):
+		return kind, msg + " (refused as written, whatever a grant: not tried again, nor sent again; the checkpoint stays in this device's palace)", true, true
 	case invalid(kind, msg, sendErr):
 		why := " (refused as written, whatever a grant: not tried again; write it anew, corrected)"
 		switch {
