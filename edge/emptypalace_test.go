@@ -380,3 +380,33 @@ func TestEventMetadataIsMeasuredAsMemPalaceCountsIt(t *testing.T) {
 		t.Errorf("%d ops queued, want the event at the cap only", len(ops))
 	}
 }
+
+// attack100 F6: an add_drawer whose arguments are exactly at the
+// documented cap (16 MiB less 1 KiB) is over it only with the added_by
+// stamp the edge splices in: the answer says so, naming the size the
+// agent sent and the size with the stamp, as event_append's names its op
+// id. Before, it named only the size with the stamp, which the agent
+// never sent. A byte under the cap with the stamp is queued.
+func TestAnAddDrawerOverTheCapWithTheStampSaysSo(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := routerUnderTest(t)
+	e.cfg.OriginDevice, e.cfg.Agent, e.cfg.OriginLabel = "dev1", "pi", "lab"
+	primary.down = true
+	stamp := len(`,"added_by":""`) + len(e.cfg.Stamp())
+	for _, size := range []int{outbox.MaxPayload, outbox.MaxPayload - stamp} {
+		head := `{"wing":"caps","room":"r","content":"at the cap"`
+		args := []byte(head + strings.Repeat(" ", size-len(head)-1) + `}`)
+		m := routedRaw(t, e, "mempalace_add_drawer", args)
+		repl := fmt.Sprint(edgeOf(m)["replication"])
+		want := fmt.Sprintf("%d bytes of arguments (%d with the added_by stamp the edge adds), over the %d", size, size+stamp, outbox.MaxPayload)
+		if size == outbox.MaxPayload && !strings.Contains(repl, want) {
+			t.Errorf("add_drawer of %d bytes: %q, want %q", size, repl, want)
+		}
+		if size < outbox.MaxPayload && repl != "queued" {
+			t.Errorf("add_drawer of %d bytes, at the cap with the stamp: %q, want queued", size, repl)
+		}
+	}
+	if ops := pending(t, ob); len(ops) != 1 {
+		t.Errorf("%d ops queued, want the one at the cap with the stamp", len(ops))
+	}
+}

@@ -371,6 +371,7 @@ func (e *Edge) outboxWrite(ctx context.Context, c *call, oldWing string) (w outb
 	} else {
 		w.Payload, w.Wing, ok = decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
 	}
+	w.Given = len(c.raw())
 	return w, polErr, ok
 }
 

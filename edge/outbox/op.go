@@ -124,6 +124,10 @@ type Write struct {
 	// sent as they are. Args is them parsed, when the caller has them.
 	Payload json.RawMessage
 	Args    map[string]any
+	// Given is the size of the arguments as the agent sent them when
+	// Payload is them with the edge's added_by stamp spliced in (0:
+	// Payload is as sent): a refusal for size names both (TooLargeError).
+	Given int
 	// Wing is the wing the write touches ("" for none).
 	Wing string
 	// Ordinal: for a replay of history (join), this write is the n-th of
@@ -167,18 +171,20 @@ const (
 
 // TooLargeError refuses an op that could never be sent: its arguments
 // exceed what the primary accepts in one request. Size is the arguments
-// as given to Enqueue, Sent those with the op id spliced in (0: none), the
-// size checked. Where the write stays is the caller's to say: the local
-// palace has a palace write, nothing has a coordination write.
+// as the agent sent them, Sent those with what the edge splices in (0:
+// nothing), the size checked; Added names what that is ("": the op id).
+// Where the write stays is the caller's to say: the local palace has a
+// palace write, nothing has a coordination write.
 type TooLargeError struct {
 	Tool            string
 	Size, Sent, Cap int
+	Added           string
 }
 
 func (e *TooLargeError) Error() string {
 	size := fmt.Sprintf("%d bytes of arguments", e.Size)
 	if e.Sent > e.Size {
-		size += fmt.Sprintf(" (%d with the op id the edge adds)", e.Sent)
+		size += fmt.Sprintf(" (%d with %s the edge adds)", e.Sent, cmp.Or(e.Added, "the op id"))
 	}
 	return fmt.Sprintf("%s: %s, over the %d the primary accepts in one request (16 MiB less the envelope)", e.Tool, size, e.Cap)
 }
@@ -200,6 +206,9 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 		}
 	}
 	if len(w.Payload) > MaxPayload {
+		if w.Given > 0 && w.Given < len(w.Payload) {
+			return Op{}, &TooLargeError{Tool: tool, Size: w.Given, Sent: len(w.Payload), Cap: MaxPayload, Added: "the added_by stamp"}
+		}
 		return Op{}, &TooLargeError{Tool: tool, Size: len(w.Payload), Cap: MaxPayload}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
