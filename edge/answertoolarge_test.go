@@ -123,3 +123,45 @@ func TestAGetDrawersTooLargeForTheEdgeIsReadInHalves(t *testing.T) {
 		t.Errorf("the local palace server was started %d times; want once (it is not restarted for a large answer)", n)
 	}
 }
+
+// attack100 F7 against real MemPalace 3.11.0: its answer line names the
+// call's id in its first bytes, so an answer over the edge's bound (64
+// KiB here: six drawers of 10,000 emoji are some 250 KB as MemPalace
+// writes them) is dropped with the server in step, and the get_drawers
+// is read in halves: every drawer, in order, the server never restarted,
+// and a write after it lands in the local palace.
+func TestRealAGetDrawersOverTheEdgesBoundIsReadInHalves(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{childMaxMessage: 64 << 10}, "")
+	var ids []any
+	for i := range 6 {
+		m, _ := r.call("add_drawer", map[string]any{"wing": "caps", "room": "big", "content": fmt.Sprintf("%d %s", i, strings.Repeat("😀", 10_000))})
+		id, _ := m["drawer_id"].(string)
+		if id == "" {
+			t.Fatalf("add_drawer: %v", m)
+		}
+		ids = append(ids, id)
+	}
+	m, res := r.call("get_drawers", map[string]any{"drawer_ids": ids})
+	results, _ := m["results"].([]any)
+	if res.IsError || len(results) != len(ids) {
+		t.Fatalf("get_drawers over the bound: %.600s", resultText(res))
+	}
+	for i, x := range results {
+		d, _ := x.(map[string]any)
+		if d["drawer_id"] != ids[i] || !strings.HasPrefix(fmt.Sprint(d["content"]), fmt.Sprint(i)+" ") || d["error"] != nil {
+			t.Errorf("result %d is %.120v; want drawer %v", i, d, ids[i])
+		}
+	}
+	if e, _ := m["edge"].(map[string]any); e["degraded"] == true {
+		t.Errorf("the answer is degraded: %v", e)
+	}
+	if m, res := r.call("add_drawer", map[string]any{"wing": "caps", "room": "big", "content": "written after the large read"}); res.IsError || m["success"] != true {
+		t.Errorf("add_drawer after the large read: %.300s", resultText(res))
+	}
+	if n := r.edge.child.Spawns(); n != 1 {
+		t.Errorf("the local palace server was started %d times; want once", n)
+	}
+	if !strings.Contains(r.logs.String(), "read from the local palace in parts") {
+		t.Error("the edge did not log a read in parts: the answer was not over the bound, and the test proves nothing")
+	}
+}
