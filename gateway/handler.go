@@ -248,16 +248,21 @@ func (s *Server) serveHealthz(x *exchange) {
 }
 
 // admitStep is what a device's /mcp request passes before its body is
-// read: its place among the device's requests in flight (release follows
-// a true), its query, and a rate left. A device over both its rates is
+// read: its place among the device's requests in flight, and its body's
+// bytes among theirs and every device's (release follows a true), its query, and a rate left. A device over both its rates is
 // refused before the body, whatever it holds (attack71 F2: an over-rate
 // device's requests each held a connection until the body deadline); it
 // counts as a read.
 func (s *Server) admitStep(x *exchange, d *Device) (release func(), ok bool) {
-	release, ok = s.flight.take(d.ID)
-	if !ok {
+	size := min(x.r.ContentLength, MaxBody)
+	if size < 0 { // chunked: as long as it may be
+		size = MaxBody
+	}
+	release, refusal := s.flight.take(d.ID, size)
+	if refusal != "" {
 		s.quietPastFew(x, d, ruleInFlight)
-		s.answer(x, http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s has %d requests being served, the most one device may at once; nothing was read of this one: send it again when one ends", d.ID, maxInFlight)), VerdictLimited, ruleInFlight)
+		x.w.Header().Set("Retry-After", retryAfter)
+		s.answer(x, http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, "devbox-config gateway: "+refusal+"; nothing was read of this one: send it again when one ends"), VerdictLimited, ruleInFlight)
 		return nil, false
 	}
 	if _, ok := s.queryStep(x, nil, d); !ok {

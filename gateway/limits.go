@@ -76,31 +76,70 @@ func (l *limiters) spent(d *Device, now time.Time) bool {
 // once (an event_wait, a flush's send, the agent's calls).
 const maxInFlight = 32
 
-// inFlight counts each device's requests being served.
+// deviceBodies and gatewayBodies bound the bytes of request bodies being
+// read, parsed and forwarded at once: one device's (three whole 16 MiB
+// writes), and every device's together. A body costs the gateway a few
+// copies of itself while it is served (read, parsed, digested,
+// re-encoded, sent), so 32 of one device's 16 MiB bodies held 3.5 GB
+// (attack100 F4). A body of undeclared length (chunked) counts as
+// MaxBody.
+const (
+	deviceBodies  = 48 << 20
+	gatewayBodies = 160 << 20
+)
+
+// retryAfter is the Retry-After of an in_flight refusal, in seconds: a
+// request being served ends within seconds, mostly.
+const retryAfter = "2"
+
+// inFlight counts each device's requests being served, and the bytes
+// of their bodies.
 type inFlight struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int   // requests, by device
+	bytes map[string]int64 // their bodies' bytes, by device
+	total int64            // every device's bodies' bytes
+	// device, gateway: the bounds on bytes (0: deviceBodies,
+	// gatewayBodies); tests set less.
+	device, gateway int64
 }
 
-// take counts one more of device's, if it has fewer than maxInFlight;
-// release must follow a true.
-func (f *inFlight) take(device string) (release func(), ok bool) {
+// take counts one more of device's, whose body is size bytes, if that
+// keeps the device within maxInFlight and its bodies and every device's
+// within their bounds; release must follow a "". Else it says which
+// bound refused it.
+func (f *inFlight) take(device string, size int64) (release func(), refusal string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.n[device] >= maxInFlight {
-		return nil, false
+	perDevice, all := cmp.Or(f.device, deviceBodies), cmp.Or(f.gateway, gatewayBodies)
+	switch {
+	case f.n[device] >= maxInFlight:
+		return nil, fmt.Sprintf("%s has %d requests being served, the most one device may at once", device, maxInFlight)
+	case f.bytes[device]+size > perDevice:
+		return nil, fmt.Sprintf("%s has %d bytes of request bodies being served, and this one's %d would pass the %d (%d MiB) one device's may hold at once", device, f.bytes[device], size, perDevice, perDevice>>20)
+	case f.total+size > all:
+		return nil, fmt.Sprintf("the gateway holds %d bytes of request bodies being served (every device's), and this one's %d would pass the %d (%d MiB) it holds at once", f.total, size, all, all>>20)
 	}
 	if f.n == nil {
 		f.n = map[string]int{}
 	}
+	if f.bytes == nil {
+		f.bytes = map[string]int64{}
+	}
 	f.n[device]++
+	f.bytes[device] += size
+	f.total += size
 	return func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.total -= size
+		if f.bytes[device] -= size; f.bytes[device] == 0 {
+			delete(f.bytes, device)
+		}
 		if f.n[device]--; f.n[device] == 0 {
 			delete(f.n, device)
 		}
-	}, true
+	}, ""
 }
 
 // burstOf is the device's read or write burst: 100 reads, 20 writes, or

@@ -228,3 +228,57 @@ func TestALateBodyIsAnsweredNotApplied(t *testing.T) {
 		}
 	}
 }
+
+// The bytes of bodies in flight are bounded, one device's and every
+// device's: past either a request is refused 429 (rule in_flight, with a
+// Retry-After) before its body is read (attack100 F4: 32 of one device's
+// 16 MiB bodies held 3.5 GB). A request within both is served.
+func TestTheBytesOfBodiesInFlightAreBounded(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.srv.bodyGrace = 10 * time.Second
+	g.srv.flight.device, g.srv.flight.gateway = 2500, 3500
+	addr := strings.TrimPrefix(g.http.URL, "http://")
+	head := func(device string) string {
+		return "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nHost: " + addr + "\r\nAuthorization: Bearer " + g.tokens[device] + "\r\n"
+	}
+	for _, device := range []string{"laptop-7f3a", "laptop-7f3a", "desk-9b21"} { // 3000 bytes held
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, head(device)+"\r\n"+`{"jsonrpc"`)
+	}
+	waitUntil(t, "the stalled bodies in flight", func() bool {
+		g.srv.flight.mu.Lock()
+		defer g.srv.flight.mu.Unlock()
+		return g.srv.flight.total == 3000
+	})
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"pad":"` + strings.Repeat("x", 600) + `"}}}`
+	for _, c := range []struct {
+		name, device, body string
+		status             int
+		says               string
+	}{
+		{"laptop's 600 more bytes (its 2500)", "laptop-7f3a", big, http.StatusTooManyRequests, "laptop-7f3a has 2000 bytes of request bodies being served"},
+		{"desk's 600 more bytes (the gateway's 3500)", "desk-9b21", big, http.StatusTooManyRequests, "the gateway holds 3000 bytes"},
+		{"desk's ping, within both", "desk-9b21", ping, http.StatusOK, ""},
+	} {
+		req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+g.tokens[c.device])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(b), c.says) || c.status == 429 && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d %s (Retry-After %q); want %d saying %q", c.name, resp.StatusCode, b, resp.Header.Get("Retry-After"), c.status, c.says)
+		}
+	}
+	if e := g.auditLog(); e[len(e)-2].Rule != ruleInFlight {
+		t.Errorf("the refusal's line: %+v (want rule in_flight)", e[len(e)-2])
+	}
+}
