@@ -81,3 +81,27 @@ func TestMetadataMayNotHoldALookAlikeOfTheStamp(t *testing.T) {
 		t.Errorf("metadata without a stamp key look-alike refused: %v", err)
 	}
 }
+
+// A write's text over MemPalace's cap is refused in MemPalace's words:
+// bytes for an event's body and an artifact, characters (not bytes) for
+// a drawer's and a diary entry's text; at the cap it passes.
+func TestOverCapSaysWhatMemPalaceSays(t *testing.T) {
+	tool := func(name string) Tool { tl, _ := Lookup(name); return tl }
+	emoji := strings.Repeat("😀", 100000) // 400,000 bytes, 100,000 characters
+	for _, c := range []struct {
+		tool, arg, text, want string
+	}{
+		{"event_append", "body", strings.Repeat("é", 131072), ""},
+		{"event_append", "body", strings.Repeat("é", 131072) + "a", "body is 262145 bytes; maximum is 262144 bytes"},
+		{"artifact_put", "content", strings.Repeat("a", 4<<20+1), "content is 4194305 bytes; maximum is 4194304 bytes"},
+		{"add_drawer", "content", emoji, ""},
+		{"add_drawer", "content", emoji + "a", "content exceeds maximum length of 100000 characters"},
+		{"update_drawer", "content", strings.Repeat("a", 100001), "content exceeds maximum length of 100000 characters"},
+		{"diary_write", "entry", emoji + "a", "content exceeds maximum length of 100000 characters"},
+		{"search", "query", emoji + "a", ""},
+	} {
+		if got := OverCap(tool(c.tool), map[string]any{c.arg: c.text}); got != c.want {
+			t.Errorf("%s's %s of %d bytes: %q, want %q", c.tool, c.arg, len(c.text), got, c.want)
+		}
+	}
+}

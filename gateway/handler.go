@@ -478,14 +478,18 @@ func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.To
 }
 
 // refuseForwarded answers a call whose forward step failed (err not nil):
-// no write slot (queueRefusal), a denial, a look-up the
+// a message too large for the upstream (tooLarge), no write slot (queueRefusal), a denial, a look-up the
 // primary did not answer (not sent: busy), or an answer the filter could
 // not read.
 func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec Decision, err error) {
 	no, denied := errors.AsType[*denial](err)
 	stale, changedThere := errors.AsType[*changed](err)
 	_, queued := errors.AsType[*queueRefusal](err)
+	_, large := errors.AsType[*tooLarge](err)
 	switch {
+	case large: // as a body over the cap is answered (readBody)
+		x.entry.Wing, x.entry.Rule = dec.Wing, ruleSize
+		s.answer(x, http.StatusRequestEntityTooLarge, rpcErrBytes(req.rawID(), -32600, err.Error()), VerdictError, ruleSize)
 	case changedThere:
 		s.refuse(x, d, req, stale.code, stale.msg, stale.rule, stale.wing)
 	case queued:

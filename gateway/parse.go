@@ -293,7 +293,8 @@ func dropNullNames(t catalogue.Tool, args map[string]any) {
 var nameArgs = []string{"wing", "room", "agent_name", "source_wing", "source_room", "target_wing", "target_room", "wing_a", "wing_b", "start_room"}
 
 // checkArgs is the argument allow-list: every argument must be one the
-// tool's schema lists (in some release), and name-like ones strings.
+// tool's schema lists (in some release), name-like ones strings, and a
+// text within MemPalace's cap on it (catalogue.OverCap).
 func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if msg, long := catalogue.UnknownParams(t, args); msg != "" {
 		return &badRequest{code: -32602, msg: msg, sent: long} // a long name cut as the audit line cuts it
@@ -303,6 +304,10 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	}
 	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
+	}
+	if over := catalogue.OverCap(t, args); over != "" { // not sent whole to the single-writer primary to be refused there
+		c, _ := catalogue.TextCapOf(t)
+		return &badRequest{code: -32602, msg: fmt.Sprintf("%s (%s): not forwarded, nothing written", over, c.What)}
 	}
 	if d, ok := args["diary"].(map[string]any); ok { // CheckValues refused another type, and null
 		if bad := checkNames("diary.", d, "wing", "agent_name"); bad != nil {

@@ -312,7 +312,8 @@ func TestRealWarmConcurrentDevicesThroughKills(t *testing.T) {
 // limit: 413) and closes without reading the body, so a large body fails
 // to go out. The device still gets serve's reason: the gateway's token
 // (naming its fix), or "Request too large" (the gateway's re-encoding of
-// U+2028 doubles a body the device sent under the gateway's own limit) -
+// U+2028 doubles a body the device sent under the gateway's own limit:
+// the gateway now refuses it itself, unsent, attack100 F5) -
 // never "upstream unreachable: not sent", which sends the operator after
 // the network and the edge to resend it for ever.
 func TestRealWarmLargeWriteRefusedFromItsHead(t *testing.T) {
@@ -320,8 +321,10 @@ func TestRealWarmLargeWriteRefusedFromItsHead(t *testing.T) {
 	event := func(body string) map[string]any {
 		return map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@dev1", "body": body}
 	}
-	if a := r.post("dev1", "mempalace_event_append", event(strings.Repeat("\u2028", 5<<20)), nil); a.status != http.StatusRequestEntityTooLarge || a.msg != "Request too large" {
-		t.Errorf("a write over serve's limit: %v, want serve's 413", a)
+	over := event("b")
+	over["metadata"] = map[string]any{"k": strings.Repeat("\u2028", 5<<20)}
+	if a := r.post("dev1", "mempalace_event_append", over, nil); a.status != http.StatusRequestEntityTooLarge || !strings.HasPrefix(a.msg, "Request too large") {
+		t.Errorf("a write over serve's limit: %v, want the gateway's 413", a)
 	}
 	r.g.srv.UpstreamToken = func() string { return "not-the-upstream-token" }
 	if a := r.post("dev1", "mempalace_event_append", event(strings.Repeat("x", 8<<20)), nil); a.status != http.StatusServiceUnavailable || a.msg != UpstreamRefused {

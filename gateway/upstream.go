@@ -80,6 +80,9 @@ type Forwarded struct {
 func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (status int, body []byte, replayed bool, err error) {
 	t, _ := catalogue.Lookup(req.Tool)
 	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest, LegacyDigest: req.sentLegacy}
+	if n := len(call.Body) - len(req.rawID()) + maxCallID; n > MaxBody {
+		return 0, nil, false, &tooLarge{n}
+	}
 	send, full := s.upstreamCall, error(nil)
 	if !t.Reads {
 		// One write at a time to the single-writer primary: the slot is
@@ -110,6 +113,20 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 		return http.StatusServiceUnavailable, nil, false, req.unsent // not sent: the trash drops what it kept
 	}
 	return status, body, replayed, nil
+}
+
+// maxCallID is the longest id the gateway gives a call (upstreamCall):
+// a uint64's 20 digits.
+const maxCallID = 20
+
+// tooLarge is a call whose message to the upstream, as the gateway
+// encodes it (its own id, stamps, JSON escapes: U+2028 becomes \u2028),
+// is over mempalace serve's cap, though the device's body was within it
+// (attack100 F5): not sent, where serve would answer 413 with no JSON-RPC.
+type tooLarge struct{ n int }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("Request too large: as the gateway sends it to the primary (its own id, its stamps, JSON escapes) it is up to %d bytes, over mempalace serve's %d MiB cap; nothing was sent: send it smaller", e.n, MaxBody>>20)
 }
 
 // upstreamCall POSTs one JSON-RPC message to the upstream's /mcp. The
