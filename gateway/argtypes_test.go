@@ -82,7 +82,7 @@ func TestHugeArgumentIsRefusedWithoutBuildingIt(t *testing.T) { // not parallel:
 	} else {
 		t.Logf("the request allocated %d MB", grew>>20)
 	}
-	if gjson.Get(answer, "error.code").Int() != -32600 || !strings.Contains(gjson.Get(answer, "error.message").String(), "more than 20000 values") {
+	if gjson.Get(answer, "error.code").Int() != -32600 || gjson.Get(answer, "id").Raw != "1" || !strings.Contains(gjson.Get(answer, "error.message").String(), "more than 20000 values") {
 		t.Errorf("answer %.300s", answer)
 	}
 	if n := g.up.toolCalls(t, "search"); n != 0 {

@@ -166,7 +166,15 @@ func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	var strict *strictjson.Error
 	if errors.As(err, &strict) {
 		bad := &badRequest{code: -32600, msg: "Invalid Request: " + err.Error()}
-		if r, envBad := envelope(v); strict.Within("$.params") && envBad == nil {
+		if !strict.Within("$.params") {
+			return nil, bad
+		}
+		if v == nil { // the parse stopped in the params (MaxValues): the envelope is read again without them (attack100 F2)
+			if v, err = strictjson.DecodeEnvelope(body); err != nil {
+				return nil, bad
+			}
+		}
+		if r, envBad := envelope(v); envBad == nil {
 			return r, bad
 		}
 		return nil, bad

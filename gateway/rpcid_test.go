@@ -156,6 +156,11 @@ func TestARefusalOfTheParamsAloneAnswersItsID(t *testing.T) {
 		{call("9", `{"wing":"shared","room":"r","content":"c","metadata":{"k":1,"K":2}}`), "9", `keys "k" and "K" differ only in case`},
 		{call("10", `{"wing":"shared","room":"r","content":"c","metadata":`+strings.Repeat(`{"a":`, 70)+"1"+strings.Repeat("}", 70)+`}`), "10", "nested deeper than 64"},
 		{`{"jsonrpc":"2.0","id":11,"id":12,"method":"tools/call","params":{"name":"mempalace_list_wings"}}`, "null", `$: key "id" appears twice`},
+		// attack100 F2: the parse stops at the 20,001st value, in the params, before an id sent last; outside the params, id null.
+		{call("15", `{"wing":"shared","room":"r","content":"c","metadata":{"a":[`+strings.Repeat("1,", 20000)+`1]}}`), "15", "more than 20000 values in one document"},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"metadata":{"a":[` + strings.Repeat("1,", 20000) + `1]}}},"id":"last"}`, `"last"`, "more than 20000 values"},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"metadata":{"a":[` + strings.Repeat("1,", 20000) + `1]}}},"id":16,"id":17}`, "null", "more than 20000 values"},
+		{`{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"mempalace_list_wings"},"x":[` + strings.Repeat("1,", 20000) + `1]}`, "null", "$.x[19993]: more than 20000 values"},
 		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"mempalace_list_wings","arguments":{"a":1,"a":2}},"id":13,"ID":14}`, "null", `appears twice`},
 	} {
 		status, body := g.send("POST", "/mcp", c.body, desk)

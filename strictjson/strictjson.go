@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -80,8 +81,15 @@ const ArgumentsPath = "$.params.arguments"
 // encoding/json decodes them into an any.
 func DecodeArguments(b []byte) (any, error) { return decode(b, true, ArgumentsPath, ArgumentsDepth) }
 
-func decode(b []byte, floats bool, at string, depth int) (any, error) {
-	r := &reader{raw: b, dec: json.NewDecoder(bytes.NewReader(b)), floats: floats}
+// DecodeEnvelope is Decode of a JSON-RPC request with its top-level
+// "params" passed over: read, but not built, checked or counted against
+// MaxValues, and absent from the value. A parse that stopped in the
+// params (MaxValues) has read the envelope partly or not at all; read
+// this way, its id answers the refusal of the params.
+func DecodeEnvelope(b []byte) (any, error) { return decode(b, false, "$", 0, "params") }
+
+func decode(b []byte, floats bool, at string, depth int, passOver ...string) (any, error) {
+	r := &reader{raw: b, dec: json.NewDecoder(bytes.NewReader(b)), floats: floats, passOver: passOver}
 	r.dec.UseNumber()
 	v, err := r.value(at, depth)
 	if err != nil {
@@ -103,6 +111,8 @@ type reader struct {
 	floats     bool
 	violations []Violation
 	values     int // read so far (MaxValues)
+	// passOver: the top-level object's members read past (DecodeEnvelope).
+	passOver []string
 }
 
 func (r *reader) violate(at, reason string) {
@@ -191,6 +201,12 @@ func (r *reader) object(at string, depth int) (any, error) {
 			}
 		}
 		folded[foldKey(k)] = k
+		if depth == 0 && slices.Contains(r.passOver, k) {
+			if err := r.passValue(); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		v, err := r.value(at+"."+k, depth+1)
 		if err != nil {
 			return nil, err
@@ -199,6 +215,15 @@ func (r *reader) object(at string, depth int) (any, error) {
 	}
 	_, err := r.dec.Token() // '}'
 	return obj, err
+}
+
+// passValue reads past one value, building nothing of it.
+func (r *reader) passValue() error {
+	tok, err := r.dec.Token()
+	if d, ok := tok.(json.Delim); ok && err == nil && (d == '[' || d == '{') {
+		return r.skip()
+	}
+	return err
 }
 
 // skip reads past the rest of an array or object whose opening
