@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -107,4 +108,37 @@ func TestAMessageOverTheUpstreamsCapIsNotSent(t *testing.T) {
 	if l := g.auditLog(); l[len(l)-1].Rule != ruleSize {
 		t.Errorf("its line: %+v, want rule size", l[len(l)-1])
 	}
+}
+
+// An upstream answer over 64 MiB is refused: for a read it says nothing
+// was applied and to ask for less, for a write that it may have been
+// applied (the op-id ledger's words). Before, a get_drawers was told it
+// may have been applied (attack100 F7).
+func TestAnAnswerOverTheCapSaysWhatItLeaves(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.Copy(w, io.LimitReader(zeros{}, maxAnswer+1))
+	}))
+	t.Cleanup(up.Close)
+	for _, c := range []struct{ tool, says string }{
+		{"mempalace_get_drawers", "upstream answer over 64 MiB: refused; a read applies nothing: ask for less (fewer ids, a smaller limit)"},
+		{"mempalace_add_drawer", "upstream answer over 64 MiB: refused; the upstream may have applied it"},
+	} {
+		status, answer := postMCP(context.Background(), up.Client(), up.URL+"/mcp", "", []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"`+c.tool+`","arguments":{}}}`))
+		if msg := gjson.GetBytes(answer, "error.message").String(); status != http.StatusBadGateway || msg != c.says {
+			t.Errorf("%s: %d %q, want 502 %q", c.tool, status, msg, c.says)
+		}
+	}
+}
+
+// zeros reads as an endless run of '0's.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = '0'
+	}
+	return len(b), nil
 }

@@ -303,7 +303,7 @@ func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token st
 		return upstreamLook{err: upstreamErr(err)}
 	}
 	defer resp.Body.Close() // read to its end, or not MCP: said below
-	b, _ := readAnswer(resp)
+	b, _ := readAnswer(resp, body)
 	_, out := answerOf(resp, b, body, func(s string) string { return redact.Secret(s, token) })
 	return upstreamLook{status: resp.StatusCode, gateway: ledger.Advertised(resp.Header), mcp: gjson.GetBytes(out, "result.tools").IsArray()}
 }
@@ -433,7 +433,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		return callFailed(body, http.StatusBadGateway, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
-	b, bad := readAnswer(resp)
+	b, bad := readAnswer(resp, body)
 	if bad != "" {
 		callCut(ctx)
 		return callFailed(body, http.StatusBadGateway, bad)
@@ -482,9 +482,24 @@ func answerOf(resp *http.Response, b, body []byte, clean func(string) string) (i
 	return callFailed(body, code, msg)
 }
 
+// overWhat is what an answer over maxAnswer leaves of the call sent: a
+// write the upstream may have applied (the op-id ledger and the edge hold
+// it in doubt); a read, or a protocol message, nothing, and the same ask
+// is refused again (attack100 F7: a get_drawers whose answer passed
+// 64 MiB was told it may have been applied).
+func overWhat(sent []byte) string {
+	if gjson.GetBytes(sent, "method").String() == "tools/call" {
+		if t, known := catalogue.Lookup(gjson.GetBytes(sent, "params.name").String()); !known || !t.Reads {
+			return "; the upstream may have applied it"
+		}
+	}
+	return "; a read applies nothing: ask for less (fewer ids, a smaller limit)"
+}
+
 // readAnswer reads an upstream answer's body whole, or says why it is
-// no answer (bad): cut short, or over maxAnswer (never forwarded as one).
-func readAnswer(resp *http.Response) (b []byte, bad string) {
+// no answer (bad): cut short, or over maxAnswer (never forwarded as one),
+// which says what it leaves of the call sent.
+func readAnswer(resp *http.Response, sent []byte) (b []byte, bad string) {
 	// Read into a buffer of the answer's size (serve sends its length),
 	// not one grown from 512 bytes by copying; up to maxPrealloc, as the
 	// length is only what the answer says (a larger one grows as it comes).
@@ -493,7 +508,7 @@ func readAnswer(resp *http.Response) (b []byte, bad string) {
 		return nil, "upstream answer cut short"
 	}
 	if buf.Len() > maxAnswer { // nor is its first maxAnswer bytes
-		return nil, fmt.Sprintf("upstream answer over %d MiB: refused; the upstream may have applied it", maxAnswer>>20)
+		return nil, fmt.Sprintf("upstream answer over %d MiB: refused%s", maxAnswer>>20, overWhat(sent))
 	}
 	return buf.Bytes(), ""
 }
