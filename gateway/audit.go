@@ -470,9 +470,12 @@ func callDigests(key []byte, device, tool string, args map[string]any) (line, le
 	}
 	b, _ := json.Marshal(args) // parsed JSON: it encodes
 	head, _ := json.Marshal([]string{device, tool})
-	framed := append(append(head[:len(head)-1:len(head)-1], ','), b...) // json.Marshal([]any{device, tool, args}), byte for byte
+	framed := hmac.New(sha256.New, key) // of json.Marshal([]any{device, tool, args}), byte for byte, with no copy of b
+	framed.Write(append(head[:len(head)-1], ','))
+	framed.Write(b)
+	framed.Write([]byte{']'})
 	sum := sha256.Sum256(b)
-	return keyedDigest(key, append(framed, ']')), keyedDigest(key, b), hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(framed.Sum(nil)[:16]), keyedDigest(key, b), hex.EncodeToString(sum[:16])
 }
 
 // DigestOf is the args_digest the gateway writes, under the server

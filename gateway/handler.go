@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -687,7 +688,11 @@ func (s *Server) readBody(x *exchange, d *Device) ([]byte, bool) {
 	rc := http.NewResponseController(x.w)
 	within := s.bodyTime(x.r.ContentLength)
 	_ = rc.SetReadDeadline(time.Now().Add(within)) // a connection that takes none (HTTP/2): the server's own timeouts
-	body, err := io.ReadAll(io.LimitReader(x.r.Body, MaxBody+1))
+	// Into a buffer of the length declared (within MaxBody, and counted in
+	// the device's bodies in flight), not one grown by copying.
+	buf := bytes.NewBuffer(make([]byte, 0, max(x.r.ContentLength, 0)+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(x.r.Body, MaxBody+1))
+	body := buf.Bytes()
 	x.bodyRead = err == nil
 	if err == nil {
 		_ = rc.SetReadDeadline(time.Time{}) // no deadline on the read that notices a client hanging up (an event_wait's, a queued write's)

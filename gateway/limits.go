@@ -78,14 +78,15 @@ const maxInFlight = 32
 
 // deviceBodies and gatewayBodies bound the bytes of request bodies being
 // read, parsed and forwarded at once: one device's (three whole 16 MiB
-// writes), and every device's together. A body costs the gateway a few
-// copies of itself while it is served (read, parsed, digested,
-// re-encoded, sent), so 32 of one device's 16 MiB bodies held 3.5 GB
-// (attack100 F4). A body of undeclared length (chunked) counts as
-// MaxBody.
+// writes), and every device's together (eight). A body costs the gateway
+// some seven times itself in memory while it is served (read, parsed,
+// digested, re-encoded, sent: BENCHMARKS.md), so 32 of one device's
+// 16 MiB bodies held 3.5 GB (attack100 F4); now one device's hold about
+// 450 MB, every device's about 1 GB. A body of undeclared length
+// (chunked) counts as MaxBody.
 const (
 	deviceBodies  = 48 << 20
-	gatewayBodies = 160 << 20
+	gatewayBodies = 128 << 20
 )
 
 // retryAfter is the Retry-After of an in_flight refusal, in seconds: a
