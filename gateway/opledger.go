@@ -36,7 +36,9 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) Forward
 // forward is a write's way through the ledger.
 func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) Forwarded {
 	reqID := json.RawMessage(gjson.GetBytes(call.Body, "id").Raw) // none: null, in rpcErr and the ledger's replay
-	params := json.RawMessage(`{}`)                               // the params' _meta alone, all the ledger reads: not a copy of a 16 MiB write's arguments
+	// The params' _meta alone, all the ledger reads: not a copy of a
+	// 16 MiB write's arguments.
+	params := json.RawMessage(`{}`)
 	if meta := gjson.GetBytes(call.Body, "params._meta"); meta.Exists() {
 		params = json.RawMessage(`{"_meta":` + meta.Raw + `}`)
 	}
