@@ -327,7 +327,9 @@ func TestRealWarmLargeWriteRefusedFromItsHead(t *testing.T) {
 		t.Errorf("a write over serve's limit: %v, want the gateway's 413", a)
 	}
 	r.g.srv.UpstreamToken = func() string { return "not-the-upstream-token" }
-	if a := r.post("dev1", "mempalace_event_append", event(strings.Repeat("x", 8<<20)), nil); a.status != http.StatusServiceUnavailable || a.msg != UpstreamRefused {
+	large := event("b") // within the gateway's caps: an 8 MiB metadata (serve's own 64 KiB cap is never reached)
+	large["metadata"] = map[string]any{"k": strings.Repeat("x", 8<<20)}
+	if a := r.post("dev1", "mempalace_event_append", large, nil); a.status != http.StatusServiceUnavailable || a.msg != UpstreamRefused {
 		t.Errorf("a large write with the gateway's token refused: %v, want 503 %q", a, UpstreamRefused)
 	}
 }
