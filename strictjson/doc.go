@@ -8,7 +8,9 @@
 // U+FFFD, Python keeps the surrogate). The gateway parses every request
 // with it; the edge reads a call's arguments with it (DecodeArguments: at
 // the depth and path they have in the request, ArgumentsDepth), so it
-// refuses up front exactly what the gateway would refuse.
+// refuses up front exactly what the gateway would refuse. DecodeEnvelope
+// reads a request with its params passed over, so that a refusal of the
+// params the parse stopped in (MaxValues) still answers the request's id.
 //
 // It is not package jsondepth: that one guards a recursive reader of a
 // peer's JSON (a bound of 10000, nothing else refused); this one decides

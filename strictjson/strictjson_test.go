@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -95,5 +96,20 @@ func TestDecodeStopsAtMaxValues(t *testing.T) {
 		if !errors.As(err, &se) || v != nil || !strings.Contains(err.Error(), "more than 20000 values in one document") || !strings.Contains(err.Error(), "[19998]") {
 			t.Errorf("%s of %d values: %v, %v", name, MaxValues+1, v != nil, err)
 		}
+	}
+}
+
+// DecodeEnvelope reads a request with its params passed over, whatever
+// they hold (more than MaxValues values here), and what is around them
+// strictly: the id after them is read, a key twice around them refused.
+func TestDecodeEnvelopePassesOverTheParams(t *testing.T) {
+	params := `{"a":[` + strings.Repeat("[{}],", MaxValues) + `0]}`
+	v, err := DecodeEnvelope([]byte(`{"method":"m","params":` + params + `,"id":7}`))
+	m, _ := v.(map[string]any)
+	if err != nil || m["id"] != json.Number("7") || m["method"] != "m" || len(m) != 2 {
+		t.Errorf("the envelope: %v, %v", v, err)
+	}
+	if _, err := DecodeEnvelope([]byte(`{"params":` + params + `,"id":7,"id":8}`)); err == nil || !strings.Contains(err.Error(), `key "id" appears twice`) {
+		t.Errorf("a key twice beside the params: %v", err)
 	}
 }
