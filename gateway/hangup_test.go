@@ -47,10 +47,12 @@ func (g *gw) hangUp(token, tool string, args map[string]any, after time.Duration
 }
 
 // settledLine waits for the audit line of the last call of tool, written
-// once the gateway has settled it.
+// once the gateway has settled it: up to 30 s, since real serve files ten
+// items of 99,000 characters in seconds and took over 5 s in CI 118's
+// loaded integration tier (the line comes as soon as the write settles).
 func (g *gw) settledLine(tool string) Entry {
 	g.t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		es := g.auditLog()
 		if len(es) == 0 {
 			continue
