@@ -315,6 +315,7 @@ func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[stri
 		return false
 	}
 	move := moved(req.Args, p, "wing") || moved(req.Args, p, "room")
+	req.diary, req.diaryText = diaryEntryOf(p), str(p["content"])
 	if !own && move {
 		req.moved = movedBy(st, stamped, d.ID)
 	}

@@ -83,6 +83,11 @@ type rpcRequest struct {
 	// where another device placed it (its stamp's via: a mover, a join's
 	// admin) keeps that device as via ("": none).
 	placedBy string
+	// diary: an update_drawer's drawer when it is a diary entry (the
+	// zero diaryPlace: not one), and diaryText its text before the update
+	// (updateEntries stamps the text it holds after it in diary_read).
+	diary     diaryPlace
+	diaryText string
 	// facts: the upstream's facts of a kg_supersede's subject, read after
 	// it (sendWrite; nil: not read), which name the fact it opened; of a
 	// kg_invalidate's, read before it (endsOthersFact), which show a fact

@@ -166,19 +166,46 @@ const diaryChunk = 800
 
 // diaryStamps are a diary_write's entry: by its id (search and
 // get_drawer return it as a drawer) and by agent, timestamp and text (what
-// diary_read returns), chunk by chunk for a long one.
+// diary_read returns: diaryPlace.keys).
 func diaryStamps(args, res map[string]any, st provenance.Stamp) []provenance.Entry {
 	id, agent, ts := str(res["entry_id"]), str(res["agent"]), str(res["timestamp"])
 	if res["success"] != true || id == "" {
 		return nil
 	}
 	st.Agent = agent
-	text := catalogue.DiaryEntry(args)
-	out := []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st}, {Key: provenance.Diary(agent, ts, text), Stamp: st}}
-	if n, _ := res["chunks"].(float64); n > 1 {
-		r := []rune(text)
+	out := []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st}}
+	for _, k := range (diaryPlace{agent, ts}).keys(catalogue.DiaryEntry(args)) {
+		out = append(out, provenance.Entry{Key: k, Stamp: st})
+	}
+	return out
+}
+
+// diaryPlace is where a diary entry is in diary_read, which carries no ids:
+// its agent and timestamp (MemPalace's metadata agent and filed_at, which
+// an update_drawer keeps). The zero diaryPlace: no diary entry.
+type diaryPlace struct{ agent, at string }
+
+// diaryEntryOf is drawer p's (a get_drawer payload) diaryPlace: zero for a
+// drawer diary_write did not file.
+func diaryEntryOf(p map[string]any) diaryPlace {
+	meta, _ := p["metadata"].(map[string]any)
+	if d := (diaryPlace{str(meta["agent"]), str(meta["filed_at"])}); d.agent != "" && d.at != "" {
+		return d
+	}
+	return diaryPlace{}
+}
+
+// keys are the keys of the entry's text in diary_read: the whole text,
+// and each chunk of a long one, which diary_read returns chunk by chunk
+// (none for the zero diaryPlace).
+func (d diaryPlace) keys(text string) []provenance.Key {
+	if d.agent == "" {
+		return nil
+	}
+	out := []provenance.Key{provenance.Diary(d.agent, d.at, text)}
+	if r := []rune(text); len(r) > diaryChunk {
 		for i := 0; i < len(r); i += diaryChunk {
-			out = append(out, provenance.Entry{Key: provenance.Diary(agent, ts, string(r[i:min(i+diaryChunk, len(r))])), Stamp: st})
+			out = append(out, provenance.Diary(d.agent, d.at, string(r[i:min(i+diaryChunk, len(r))])))
 		}
 	}
 	return out
@@ -219,15 +246,24 @@ func addedByAgent(args map[string]any) string {
 // updateEntries is an update_drawer's stamp: words (the updater's) for a
 // rewrite, via the device that placed the drawer where it stays, if
 // another; the writer's via the mover for another device's move; none
-// (the stamp stays) for a touch or the writer's own move.
+// (the stamp stays) for a touch or the writer's own move. A diary entry's
+// stamp names its agent, and goes on its text's keys in diary_read too
+// (attack99 F3: diary_read named no writer of an edited entry).
 func updateEntries(req *rpcRequest, words provenance.Stamp) []provenance.Entry {
-	key := provenance.Drawer(str(req.Args["drawer_id"]))
+	var st provenance.Stamp
 	switch _, rewritten := req.Args["content"]; {
 	case rewritten && !req.held:
 		words.Via = cmp.Or(words.Via, req.placedBy)
-		return []provenance.Entry{{Key: key, Stamp: words, Replace: true}} // the updater's words, where they were placed
+		st = words // the updater's words, where they were placed
 	case req.moved != nil && req.moved.Device != "" && !req.respelt:
-		return []provenance.Entry{{Key: key, Stamp: *req.moved, Replace: true}} // its writer's words in the mover's place
+		st = *req.moved // its writer's words in the mover's place
+	default:
+		return nil // moved by its writer, or touched: its stamp, or none, stays (a respelling's, or another device's move of one of unknown origin: none)
 	}
-	return nil // moved by its writer, or touched: its stamp, or none, stays (a respelling's, or another device's move of one of unknown origin: none)
+	st.Agent = cmp.Or(st.Agent, req.diary.agent)
+	out := []provenance.Entry{{Key: provenance.Drawer(str(req.Args["drawer_id"])), Stamp: st, Replace: true}}
+	for _, k := range req.diary.keys(cmp.Or(str(req.Args["content"]), req.diaryText)) {
+		out = append(out, provenance.Entry{Key: k, Stamp: st, Replace: true})
+	}
+	return out
 }

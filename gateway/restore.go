@@ -54,6 +54,9 @@ type Restored struct {
 	// trash's delete that keeps that content (restoring it puts it back).
 	Kept int64
 	Err  error
+	// diary: where the entry it put back is in diary_read (the zero
+	// diaryPlace: no diary entry), whose keys reorigin stamps too.
+	diary diaryPlace
 }
 
 // Restore puts back what each reference names: a delete's number (all
@@ -273,7 +276,7 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 	if r.Provenance == nil || res.As == "" || (res.Already && res.Drawer.Kind != trash.KindPrior) {
 		return nil
 	}
-	k, o := provenance.Drawer(res.As), res.Drawer.Origin
+	keys, o := append([]provenance.Key{provenance.Drawer(res.As)}, res.diary.keys(res.Drawer.Content)...), res.Drawer.Origin
 	if o == nil && res.Drawer.Kind != trash.KindPrior {
 		// Only a stamp from before the delete names the deleted version's
 		// writer: one filed since (the id written again) names another's.
@@ -281,10 +284,18 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 			o = &st
 		}
 	}
-	if o != nil {
-		return r.Provenance.Record(ctx, provenance.Entry{Key: k, Stamp: *o, Replace: true})
+	if o == nil {
+		return r.Provenance.Forget(ctx, keys...)
 	}
-	return r.Provenance.Forget(ctx, k)
+	st := *o
+	if st.Device != "" {
+		st.Agent = cmp.Or(st.Agent, res.diary.agent)
+	}
+	entries := make([]provenance.Entry, len(keys))
+	for i, k := range keys {
+		entries[i] = provenance.Entry{Key: k, Stamp: st, Replace: true}
+	}
+	return r.Provenance.Record(ctx, entries...)
 }
 
 // put files one drawer again, as its kind says (putDiary, putDrawer),
@@ -342,7 +353,7 @@ func (r Restorer) putDiary(ctx context.Context, res *Restored, settle func() err
 		args["topic"] = topic
 	}
 	w, err := r.call(ctx, "mempalace_diary_write", args)
-	res.As, _ = w["entry_id"].(string)
+	res.As, res.diary = str(w["entry_id"]), diaryPlace{str(w["agent"]), str(w["timestamp"])}
 	return err
 }
 
@@ -408,7 +419,7 @@ func (r Restorer) inFlight(ctx context.Context, d trash.Delete) (bool, error) {
 // update_drawer replaces it.
 func (r Restorer) over(ctx context.Context, res *Restored, id string, now map[string]any) error {
 	d := res.Drawer
-	res.As = id
+	res.As, res.diary = id, diaryEntryOf(now)
 	if now["content"] == d.Content && now["wing"] == d.Wing && now["room"] == d.Room {
 		res.Already = true
 		return nil
