@@ -228,6 +228,36 @@ func EntrySuffix(entry string) string {
 	return hex.EncodeToString(sum[:])[:12]
 }
 
+// previewLen is the most characters of a drawer's text list_drawers'
+// content_preview holds whole (a longer text is cut to it and "...").
+const previewLen = 200
+
+// ListedEntrySuffix is EntrySuffix of the text of the diary entry a
+// list_drawers row lists, by which equal entries are counted (known
+// false: its text must be read whole, get_drawer). The row's preview is
+// the whole text when it holds 200 characters or fewer; a longer text's
+// hash is its id's suffix, unless an update_drawer changed the text (its
+// metadata's last_modified is not its filed_at): MemPalace keeps an
+// entry's first id, whose suffix hashes the text it was filed with
+// (attack99 F9). ok is false for a row that is no diary entry.
+func ListedEntrySuffix(row map[string]any) (suffix string, known, ok bool) {
+	id, _ := row["drawer_id"].(string)
+	_, idSuffix, ok := DiaryEntryID(id)
+	preview, _ := row["content_preview"].(string)
+	meta, _ := row["metadata"].(map[string]any)
+	modified, _ := meta["last_modified"].(string)
+	filed, _ := meta["filed_at"].(string)
+	switch {
+	case !ok:
+		return "", false, false
+	case preview != "" && utf8.RuneCountInString(preview) <= previewLen:
+		return EntrySuffix(preview), true, true
+	case modified == "" || modified == filed:
+		return idSuffix, true, true
+	}
+	return "", false, true
+}
+
 // DiaryEntryWing is the wing a diary entry's id names ("" for any other
 // id): an edit or delete of the entry waits behind the writes of that
 // wing's diary (the entry's own, whose answer names its copy on the

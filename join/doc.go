@@ -18,8 +18,10 @@
 //     open facts by the server's own guards, closed facts looked up first
 //     by (subject, predicate, object, valid_from, valid_to), diaries
 //     counted: the n-th of n equal local entries (one wing, one text) is on
-//     the primary when the primary's wing, listed once, holds n with its
-//     sha256(entry)[:12] id suffix (two equal entries are two writes); the
+//     the primary when the primary's wing, listed once, holds n whose
+//     text now hashes as its (catalogue.ListedEntrySuffix: an edited entry
+//     keeps the id of the text it was filed with; two equal entries are
+//     two writes); the
 //     op id rides in _meta for a gateway's ledger, and a kill at any point
 //     leaves ops the next run resumes.
 //   - Every write carries _meta["devbox-config/join"] (origin.JoinKey): a

@@ -166,3 +166,38 @@ func TestJoinSendsEqualDiaryEntriesOfTwoTopics(t *testing.T) {
 		t.Fatalf("a second join: the primary holds %d; sent %v skipped %v verified %d; mismatches %+v", n, rep.Sent, rep.Skipped, rep.Verified, rep.Mismatches)
 	}
 }
+
+// attack99 F9: diary entries edited with update_drawer (one longer than a
+// list_drawers preview), on the primary already with the same edits (the
+// edge replicated them), are not sent again; a third entry written with
+// one edited text is (equal entries are each a write), and a second join
+// sends nothing. Before, the primary's entries were counted by their ids'
+// suffix, the hash of the text they were filed with, and each edited
+// entry was sent a second time.
+func TestJoinSendsNoEditedDiaryEntryThePrimaryHolds(t *testing.T) {
+	t.Parallel()
+	p, pr := newPalace(t), newPrimary(t)
+	short, lng := "entry EDITED offline", "online entry EDITED: "+long("the rest of the edit", 300)
+	edit := func(do func(tool string, args map[string]any) map[string]any, text, edited string) {
+		w := do("diary_write", map[string]any{"agent_name": "opencode", "entry": text})
+		do("update_drawer", map[string]any{"drawer_id": w["entry_id"], "content": edited})
+	}
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	onPrimary := func(tool string, args map[string]any) map[string]any {
+		return gwCall(t, pr.srv.URL(), testToken, tool, args)
+	}
+	edit(local, "entry to edit offline", short)
+	edit(local, "online entry to edit", lng)
+	local("diary_write", map[string]any{"agent_name": "opencode", "entry": short})
+	p.save(t)
+	edit(onPrimary, "entry to edit offline", short)
+	edit(onPrimary, "online entry to edit", lng)
+	cfg := config(t, p, pr)
+	for i, want := range []int{1, 0} {
+		rep := run(t, cfg, Options{Verify: All})
+		if d := pr.pl.Dump(); !rep.OK() || rep.Sent[Diaries] != want || d.CountContent(short) != 2 || d.CountContent(lng) != 1 {
+			t.Fatalf("join %d: sent %v (want %d diaries); the primary holds the short edit %d times (want 2), the long one %d (want 1); failed %+v mismatches %+v",
+				i+1, rep.Sent, want, d.CountContent(short), d.CountContent(lng), rep.Failed, rep.Mismatches)
+		}
+	}
+}

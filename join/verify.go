@@ -295,16 +295,24 @@ func complete(d map[string]any, content string) (bool, string) {
 }
 
 // primaryDiaryIDs lists the primary's diary wings once each:
-// wing -> sha256(entry)[:12] suffix -> ids, sorted.
+// wing -> sha256(entry)[:12] of each entry's text now (an entry edited
+// since it was filed keeps its first id: catalogue.ListedEntrySuffix; one
+// whose listing cuts its text is read whole) -> ids, sorted.
 func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool) map[string]map[string][]string {
 	out := map[string]map[string][]string{}
 	for wing := range wings {
 		ids := map[string][]string{}
 		// A listing that fails keeps what it read: what it misses is named
-		// as missing or passed over, never as a copy.
+		// as missing or passed over, never as a copy; likewise an entry
+		// whose text cannot be read.
 		_ = eachDrawer(ctx, primary, "primary", map[string]any{"wing": wing, "room": "diary"}, func(row map[string]any) {
 			id := str(row, "drawer_id")
-			if _, sfx, ok := catalogue.DiaryEntryID(id); ok {
+			sfx, known, ok := catalogue.ListedEntrySuffix(row)
+			if ok && !known {
+				got, err := primary.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+				sfx, known = catalogue.EntrySuffix(str(got, "content")), err == nil && errorOf(got) == nil
+			}
+			if known {
 				ids[sfx] = append(ids[sfx], id)
 			}
 		})

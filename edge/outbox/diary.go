@@ -240,17 +240,50 @@ func (f *Flusher) newestWith(ctx context.Context, wing, suffix, fence string) (e
 type entryOnPrimary struct{ ID, FiledAt string }
 
 // primaryCount is how many entries with the suffix the wing holds on the
-// primary (the wing listed once per round).
+// primary (the wing listed once per round), by the hash of each entry's
+// text now, not its id's suffix: an entry edited since it was filed keeps
+// its first id (catalogue.ListedEntrySuffix; one whose listing cuts its
+// text is read whole).
 func (f *Flusher) primaryCount(ctx context.Context, run *flushRun, wing, suffix string) (int, error) {
 	if c := run.counts[wing]; c != nil {
 		return c[suffix], nil
 	}
-	counts := map[string]int{}
-	if err := f.eachEntry(ctx, map[string]any{"wing": wing, "room": "diary", "limit": 100}, func(_, _, sfx string, _ map[string]any) { counts[sfx]++ }); err != nil {
+	counts, cut := map[string]int{}, []string{}
+	err := f.eachEntry(ctx, map[string]any{"wing": wing, "room": "diary", "limit": 100}, func(id, _, _ string, row map[string]any) {
+		if sfx, known, _ := catalogue.ListedEntrySuffix(row); known {
+			counts[sfx]++
+		} else {
+			cut = append(cut, id)
+		}
+	})
+	if err != nil {
 		return 0, err
+	}
+	for _, id := range cut {
+		text, err := f.entryText(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		counts[catalogue.EntrySuffix(text)]++
 	}
 	run.counts[wing] = counts
 	return counts[suffix], nil
+}
+
+// entryText is the whole text of diary entry id on the primary.
+func (f *Flusher) entryText(ctx context.Context, id string) (string, error) {
+	b, err := json.Marshal(map[string]any{"drawer_id": id})
+	if err != nil {
+		return "", err
+	}
+	got, err := f.P.Call(ctx, "mempalace_get_drawer", b)
+	if err == nil && got["error"] != nil {
+		err = fmt.Errorf("%v", got["error"])
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: mempalace_get_drawer %s: %w", ErrLookup, id, err)
+	}
+	return str(got, "content"), nil
 }
 
 // eachEntry pages list_drawers with filter and calls fn for every diary
