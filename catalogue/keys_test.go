@@ -2,6 +2,7 @@ package catalogue
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +91,35 @@ func TestFactKeysAreMemPalacesIDs(t *testing.T) {
 	b := rec.CausalKeys(map[string]any{"subject": " Alice\u00a0", "predicate": "works on\t", "object": "devbox"})
 	if !slices.Equal(a, b) {
 		t.Fatalf("padded names are another fact: %v vs %v", a, b)
+	}
+}
+
+// A listed diary entry is counted by the hash of its text now: its
+// preview when whole, its id's suffix for a long entry never edited, and
+// none (read it whole) for a long one update_drawer edited, whose id
+// hashes the text it was filed with (attack99 F9).
+func TestListedEntrySuffix(t *testing.T) {
+	longText := strings.Repeat("x", 201)
+	id := "diary_wing_pi_20261207_132903481632_" + EntrySuffix("filed text")
+	row := func(preview, filed, modified string) map[string]any {
+		return map[string]any{"drawer_id": id, "content_preview": preview, "metadata": map[string]any{"filed_at": filed, "last_modified": modified}}
+	}
+	cut := longText[:200] + "..."
+	for _, c := range []struct {
+		name              string
+		row               map[string]any
+		suffix            string
+		known, diaryEntry bool
+	}{
+		{"an edited short text: its preview", row("edited text", "t1", "t2"), EntrySuffix("edited text"), true, true},
+		{"a long text never edited: its id", row(cut, "t1", "t1"), EntrySuffix("filed text"), true, true},
+		{"a long text, no last_modified: its id", row(cut, "t1", ""), EntrySuffix("filed text"), true, true},
+		{"an edited long text: read it", row(cut, "t1", "t2"), "", false, true},
+		{"a drawer that is no entry", map[string]any{"drawer_id": "drawer_wing_pi_diary_0123456789abcdef", "content_preview": "x"}, "", false, false},
+	} {
+		sfx, known, ok := ListedEntrySuffix(c.row)
+		if sfx != c.suffix || known != c.known || ok != c.diaryEntry {
+			t.Errorf("%s: %q %v %v, want %q %v %v", c.name, sfx, known, ok, c.suffix, c.known, c.diaryEntry)
+		}
 	}
 }
