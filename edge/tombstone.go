@@ -791,6 +791,30 @@ type tombs struct {
 	sources map[string]bool // base names: MemPalace answers cut source_file to it
 	shown   map[string]bool // drawers of a tombstoned source filed since: they show
 	diary   []outbox.Tombstone
+	// copies are the ids on the primary of the deleted diary entries'
+	// copies, each as its wing's prefix and stamp (copyKey): the primary
+	// names an entry's drawer by the instant it wrote it, which is the
+	// timestamp the tombstone keeps (Copies).
+	copies map[string]bool
+}
+
+// copyKey is a diary entry id's identity on the palace that wrote it:
+// its "diary_<wing>_" prefix and the stamp of the instant it was written
+// there, without the text hash an edit or a splice may have changed; ""
+// for another drawer's id (a chunk's is its entry's).
+func copyKey(id string) string {
+	prefix, stamp := entryPrefix(catalogue.DrawerOfRow(id))
+	return prefix + stamp
+}
+
+// entryPrefix splits a diary entry id into its "diary_<wing>_" prefix
+// and its stamp (both "": not a diary entry's id).
+func entryPrefix(id string) (prefix, stamp string) {
+	stamp, suffix, ok := catalogue.DiaryEntryID(id)
+	if !ok {
+		return "", ""
+	}
+	return id[:len(id)-len(suffix)-len(stamp)-1], stamp
 }
 
 // tombstones reads them (none when the outbox is unavailable or cannot be
@@ -805,7 +829,7 @@ func (e *Edge) tombstones(ctx context.Context) tombs {
 		e.log.Warn("tombstones unreadable: merged reads may show records this device deleted", "err", err)
 		return t
 	}
-	t.drawers, t.sources, t.shown = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	t.drawers, t.sources, t.shown, t.copies = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, x := range ts {
 		switch x.Kind {
 		case outbox.TombDrawer:
@@ -817,6 +841,12 @@ func (e *Edge) tombstones(ctx context.Context) tombs {
 			}
 		case outbox.TombDiary:
 			t.diary = append(t.diary, x)
+			prefix, _ := entryPrefix(x.Key) // the copy is in the deleted entry's wing
+			for _, c := range x.Copies {
+				if st := entryStamp(c); prefix != "" && st != "" {
+					t.copies[prefix+st] = true
+				}
+			}
 		}
 	}
 	return t
@@ -852,7 +882,10 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 			return t.hides(d.Get("drawer_id").String(), d.Get("metadata.source_file").String())
 		}
 	case catalogue.FilterMatches:
-		list, drop = "matches", func(m gjson.Result) bool { return t.drawers[catalogue.DrawerOfRow(m.Get("id").String())] } // a long drawer matches by its chunks' rows
+		list, drop = "matches", func(m gjson.Result) bool { // a long drawer matches by its chunks' rows
+			id := m.Get("id").String()
+			return t.drawers[catalogue.DrawerOfRow(id)] || t.copies[copyKey(id)]
+		}
 	case catalogue.FilterDiary:
 		agent := strings.ToLower(gjson.Get(text, "agent").String())
 		list, drop = "entries", func(en gjson.Result) bool { return t.diaryHides(agent, en) }
@@ -870,22 +903,25 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 // its id, or by its source's file name unless this device filed it of
 // that source since the delete.
 func (t tombs) hides(id, source string) bool {
-	return t.drawers[id] || t.sources[baseName(source)] && !t.shown[id]
+	return t.drawers[id] || t.copies[copyKey(id)] || t.sources[baseName(source)] && !t.shown[id]
 }
 
 // diaryHides reports a primary diary entry a tombstone names: the same
-// agent and text (a chunk of it, for a long entry), with the timestamp of
-// one of the deleted entry's copies, exactly as the primary wrote it. No
-// time of this device's is compared with the primary's (a 3.11 primary
-// writes its own naive local time: another zone, another clock), so the
-// same text written again, another copy, is never hidden.
+// agent, with the timestamp of one of the deleted entry's copies, exactly
+// as the primary wrote it (the instant its id is named by, so every
+// chunk of a long entry). The copy is named by its identity, not its
+// text: the deleted entry may have been edited here with the edit never
+// sent (attack99 F10: its copy kept the old text). No time of this
+// device's is compared with the primary's (a 3.11 primary writes its own
+// naive local time: another zone, another clock), so the same text
+// written again, another copy, is never hidden.
 func (t tombs) diaryHides(agent string, en gjson.Result) bool {
-	content, at := en.Get("content").String(), en.Get("timestamp").String()
-	if content == "" || at == "" {
+	at := en.Get("timestamp").String()
+	if at == "" {
 		return false
 	}
 	for _, x := range t.diary {
-		if x.Agent == agent && strings.Contains(x.Text, content) && slices.Contains(x.Copies, at) {
+		if x.Agent == agent && slices.Contains(x.Copies, at) {
 			return true
 		}
 	}
@@ -906,7 +942,7 @@ func (e *Edge) roomForHidden(ctx context.Context, c *call) *call {
 		return c
 	}
 	t := e.tombstones(ctx)
-	extra := len(t.drawers) + len(t.sources)
+	extra := len(t.drawers) + len(t.sources) + len(t.copies)
 	if c.tool.Filter == catalogue.FilterDiary {
 		extra = 0
 		for _, x := range t.diary {

@@ -190,14 +190,21 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone, pending stri
 	if len(t.Copies) == 0 {
 		return "", nil // no copy of it on the primary is known: nothing to name
 	}
-	res, err := ask(ctx, p, "diary_read", map[string]any{"agent_name": t.Agent, "last_n": 100})
+	args := map[string]any{"agent_name": t.Agent, "last_n": 100}
+	if prefix, _ := entryPrefix(t.Key); prefix != "" {
+		args["wing"] = strings.TrimSuffix(strings.TrimPrefix(prefix, "diary_"), "_") // the entry's own wing, not only the agent's diary wing
+	}
+	res, err := ask(ctx, p, "diary_read", args)
 	if err != nil {
 		return "", err
 	}
 	hides := tombs{diary: []outbox.Tombstone{t}}
 	for _, en := range gjson.Get(res, "entries").Array() {
 		if hides.diaryHides(catalogue.PythonLower(t.Agent), en) {
-			return tombName(t) + " is still on the primary, under another id: the operator deletes it there", nil
+			// Named by what the primary holds: an edit of the entry made
+			// here may never have reached it (attack99 F10).
+			return fmt.Sprintf("diary entry of %s written %s (%q) is still on the primary, under another id: the operator deletes it there",
+				t.Agent, en.Get("timestamp").String(), truncate(en.Get("content").String(), 40)), nil
 		}
 	}
 	return "", nil

@@ -1,0 +1,135 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// recordsOf is the records of m's list at key that hold text (in
+// "content", "text" or "content_preview"), each as "palace id-or-time".
+func recordsOf(m map[string]any, key, text string) []string {
+	xs, _ := m[key].([]any)
+	var out []string
+	for _, x := range xs {
+		r, _ := x.(map[string]any)
+		if r["content"] != text && r["text"] != text && r["content_preview"] != text {
+			continue
+		}
+		o, _ := r["origin"].(map[string]any)
+		out = append(out, fmt.Sprintf("%v %v", o["palace"], r["drawer_id"]))
+	}
+	return out
+}
+
+// deletedEntryHidden fails the test if a merged read through h shows
+// the diary entry of agent with text (its copy on the primary, under
+// another id than the deleted local one), in any read: search,
+// list_drawers, check_duplicate and diary_read.
+func deletedEntryHidden(t *testing.T, h *harness, agent, text string) {
+	t.Helper()
+	m, _ := h.call("search", map[string]any{"query": text, "limit": 10})
+	if got := recordsOf(m, "results", text); len(got) != 0 {
+		t.Errorf("search shows the deleted diary entry: %v", got)
+	}
+	m, _ = h.call("list_drawers", map[string]any{"wing": catalogue.DiaryWingOf(agent), "limit": 100})
+	if got := recordsOf(m, "drawers", text); len(got) != 0 {
+		t.Errorf("list_drawers shows the deleted diary entry: %v", got)
+	}
+	m, _ = h.call("check_duplicate", map[string]any{"content": text, "threshold": 0.9})
+	if s := mustJSON(m["matches"]); strings.Contains(s, text) || m["is_duplicate"] != false {
+		t.Errorf("check_duplicate matches the deleted diary entry: %v", m)
+	}
+	m, _ = h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 50})
+	if s := mustJSON(m["entries"]); strings.Contains(s, text) {
+		t.Errorf("diary_read shows the deleted diary entry: %s", s)
+	}
+}
+
+// A diary entry this device wrote and deleted (not sent: the primary is
+// no gateway) stays hidden from every merged read, not from diary_read
+// alone: its copy on the primary has another id (the primary's
+// timestamp), which the tombstone names by that timestamp. Before,
+// search, list_drawers and check_duplicate showed the copy, palace
+// primary (attack99 F6).
+func TestADeletedDiaryEntrysCopyIsHiddenFromEveryRead(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const agent, text = "me", "kill test three, a line to delete"
+	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+	id, _ := w["entry_id"].(string)
+	h.eventually("the entry on the primary", func() bool { return diaryCopies(h.primary, text) == 1 })
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+		t.Fatalf("delete_drawer: %v", m)
+	}
+	deletedEntryHidden(t, h, agent, text)
+	// Another entry of the same agent stays in every read.
+	h.call("diary_write", map[string]any{"agent_name": agent, "entry": "kill test four, a line to keep"})
+	h.drained()
+	m, _ := h.call("search", map[string]any{"query": "kill test four, a line to keep", "limit": 10})
+	if got := recordsOf(m, "results", "kill test four, a line to keep"); len(got) != 1 {
+		t.Errorf("search shows the entry kept as %v, want one record", got)
+	}
+}
+
+// A diary entry updated then deleted while the primary is down: the
+// delete cancels the update, so the primary's copy keeps the old text.
+// Once the primary is back, diary_read does not show that copy, and edge
+// status lists it ON PRIMARY by the text the primary holds. Before,
+// the tombstone matched by the edited text, which the primary never got:
+// the copy came back, and status named no line for it (attack99 F10).
+func TestAnEntryEditedThenDeletedOfflineStaysHidden(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	palace := filepath.Join(t.TempDir(), "palace")
+	const agent, old, edited = "me", "first words kept", "rewritten fully"
+	var id string
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": old})
+		id, _ = w["entry_id"].(string)
+		h.drained()
+	})
+	srv.Stop()
+	t.Run("edited and deleted offline", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		if m, _ := h.call("update_drawer", map[string]any{"drawer_id": id, "content": edited}); m["success"] != true {
+			t.Fatalf("update_drawer: %v", m)
+		}
+		if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+			t.Fatalf("delete_drawer: %v", m)
+		}
+	})
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("back online", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		m, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10})
+		if s := mustJSON(m["entries"]); strings.Contains(s, old) || strings.Contains(s, edited) {
+			t.Errorf("diary_read shows the deleted entry: %s", s)
+		}
+		deletedEntryHidden(t, h, agent, old)
+	})
+	t.Run("edge status", func(t *testing.T) {
+		s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		p := NewPrimary(srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 2 * time.Second})
+		defer p.Close()
+		r, err := CheckTombstones(context.Background(), s, p)
+		got := strings.Join(r.OnPrimary, "\n")
+		if err != nil || len(r.OnPrimary) != 1 || !strings.Contains(got, fmt.Sprintf("%q", old)) || strings.Contains(got, edited) {
+			t.Fatalf("edge status's ON PRIMARY: %q (%+v, %v), want one line naming the primary's text %q", got, r, err, old)
+		}
+	})
+}
