@@ -79,6 +79,32 @@ func TestADeletedDiaryEntrysCopyIsHiddenFromEveryRead(t *testing.T) {
 	}
 }
 
+// A diary entry edited through the edge, the edit on the primary too, is
+// one record in list_drawers, palace both, under the local id, as
+// diary_read and search show it. Before, list_drawers listed it twice:
+// the local id (palace local) and its copy's (palace primary) (attack99
+// F6).
+func TestListDrawersShowsAnEditedDiaryEntryOnce(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const agent, edited = "me", "kill test two EDITED"
+	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": "kill test two"})
+	id, _ := w["entry_id"].(string)
+	h.drained()
+	if m, _ := h.call("update_drawer", map[string]any{"drawer_id": id, "content": edited}); m["success"] != true {
+		t.Fatalf("update_drawer: %v", m)
+	}
+	h.drained()
+	h.eventually("the edit on the primary", func() bool { return diaryCopies(h.primary, edited) == 1 })
+	m, _ := h.call("list_drawers", map[string]any{"wing": catalogue.DiaryWingOf(agent), "limit": 100})
+	if got := recordsOf(m, "drawers", edited); len(got) != 1 || got[0] != "both "+id {
+		t.Errorf("list_drawers shows the edited entry as %v, want one record, palace both, under %s", got, id)
+	}
+	if m["total"] != float64(1) {
+		t.Errorf("list_drawers' total is %v, want 1", m["total"])
+	}
+}
+
 // A diary entry updated then deleted while the primary is down: the
 // delete cancels the update, so the primary's copy keeps the old text.
 // Once the primary is back, diary_read does not show that copy, and edge

@@ -115,9 +115,11 @@ func page[T any](xs []T, offset, limit int) []T {
 }
 
 // mergeDrawers: union by drawer_id, sorted by id (as MemPalace sorts), the
-// requested page of the union.
-func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
-	all := union(lm, pm, "drawers", "drawer_id")
+// requested page of the union. A diary entry of this device's and its
+// copy on the primary (onPrimary: the copy's id, another) are one record,
+// under the local id, as diary_read and search show them (attack99 F6).
+func mergeDrawers(lm, pm map[string]any, offset, limit int, onPrimary func(string) string) map[string]any {
+	all := union(lm, pm, "drawers", "drawer_id", onPrimary)
 	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
 	pg := records(page(all, offset, limit))
 	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld

@@ -57,7 +57,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10), time.Local, mk)
 	case catalogue.FilterDrawers:
 		offset, limit := drawerWindow(args)
-		merged = mergeDrawers(lm, pm, offset, limit)
+		merged = mergeDrawers(lm, pm, offset, limit, mk.copyID)
 	default:
 		merged = pm
 	}
@@ -588,11 +588,14 @@ type keyed struct {
 }
 
 // union is the object records of both sides' lists at list, local first,
-// one per id member: a record both returned is kept once (both).
-func union(lm, pm map[string]any, list, id string) []keyed {
+// one per id member: a record both returned is kept once (both). onPrimary
+// (nil: none) is the id a local record's copy has on the primary where it
+// is another (a diary entry's: outbox.EntryCopies): the two are one
+// record, under the local id.
+func union(lm, pm map[string]any, list, id string, onPrimary func(string) string) []keyed {
 	seen := map[string]int{}
 	var all []keyed
-	for _, side := range []map[string]any{lm, pm} {
+	for s, side := range []map[string]any{lm, pm} {
 		xs, _ := side[list].([]any)
 		for _, x := range xs {
 			r, ok := x.(map[string]any)
@@ -600,6 +603,11 @@ func union(lm, pm map[string]any, list, id string) []keyed {
 				continue
 			}
 			k := fmt.Sprint(r[id])
+			if s == 0 && onPrimary != nil {
+				if c := onPrimary(k); c != "" {
+					seen[c] = len(all) // its copy's record is this one's
+				}
+			}
 			if i, dup := seen[k]; dup {
 				all[i].rec = both(all[i].rec, r)
 				continue
@@ -621,7 +629,7 @@ func records(page []keyed) []any {
 }
 
 func mergeDuplicates(lm, pm map[string]any) map[string]any {
-	all := union(lm, pm, "matches", "id")
+	all := union(lm, pm, "matches", "id", nil)
 	sort.SliceStable(all, func(i, j int) bool { return num(all[i].rec["similarity"]) > num(all[j].rec["similarity"]) })
 	all = all[:min(len(all), 5)]
 	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
@@ -824,6 +832,13 @@ func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter,
 		return nil
 	case shape == catalogue.FilterHits:
 		gjson.Get(lt, "results.#.drawer_id").ForEach(func(_, v gjson.Result) bool {
+			if stamp, _, ok := catalogue.DiaryEntryID(v.String()); ok {
+				stamps = append(stamps, stamp)
+			}
+			return true
+		})
+	case shape == catalogue.FilterDrawers:
+		gjson.Get(lt, "drawers.#.drawer_id").ForEach(func(_, v gjson.Result) bool {
 			if stamp, _, ok := catalogue.DiaryEntryID(v.String()); ok {
 				stamps = append(stamps, stamp)
 			}

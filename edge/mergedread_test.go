@@ -103,7 +103,7 @@ func TestMergeSearchMarksADrawerWithTwoTextsLocal(t *testing.T) {
 	}
 	mine := map[string]any{"device": "desk-9b21", "palace": "local"}
 	for _, c := range []struct{ primary, palace string }{{"version one", "local"}, {"version two", "both"}} {
-		page := union(mk("version two", mine), mk(c.primary, map[string]any{"device": "laptop-7f3a", "palace": "primary"}), "drawers", "drawer_id")
+		page := union(mk("version two", mine), mk(c.primary, map[string]any{"device": "laptop-7f3a", "palace": "primary"}), "drawers", "drawer_id", nil)
 		if o, _ := page[0].rec[origin.Key].(map[string]any); len(page) != 1 || o["palace"] != c.palace {
 			t.Errorf("list_drawers, the primary's text %q: %+v, want palace %s", c.primary, page, c.palace)
 		}
@@ -215,15 +215,15 @@ func TestMergeDrawersPagesTheUnion(t *testing.T) {
 		}
 		return out
 	}
-	got := mergeDrawers(lm, pm, 1, 2)
+	got := mergeDrawers(lm, pm, 1, 2, nil)
 	if s := fmt.Sprint(ids(got)); s != "[d2/primary d3/both]" || got["count"] != 2 || got["total"] != float64(4) {
 		t.Errorf("page 1+2 of the union: %v (count %v, total %v)", s, got["count"], got["total"])
 	}
-	if s := fmt.Sprint(ids(mergeDrawers(lm, pm, 0, 20))); s != "[d1/local d2/primary d3/both d4/primary]" {
+	if s := fmt.Sprint(ids(mergeDrawers(lm, pm, 0, 20, nil))); s != "[d1/local d2/primary d3/both d4/primary]" {
 		t.Errorf("the whole union: %v", s)
 	}
 	for _, off := range []int{-1, 4, 99} {
-		if got := mergeDrawers(lm, pm, off, 20); off >= 0 && len(got["drawers"].([]any)) != 0 {
+		if got := mergeDrawers(lm, pm, off, 20, nil); off >= 0 && len(got["drawers"].([]any)) != 0 {
 			t.Errorf("offset %d past the end: %v", off, got["drawers"])
 		}
 	}

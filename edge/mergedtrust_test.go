@@ -49,7 +49,7 @@ func TestMergedReadsKeepTheGatewaysTrustAndEnvelope(t *testing.T) {
 
 	dm := mergeDrawers(map[string]any{"drawers": []any{}}, map[string]any{"drawers": []any{
 		map[string]any{"drawer_id": "d1", "origin": map[string]any{"device": "desktop", "trusted": false, "palace": "primary"}},
-	}, "untrusted_withheld": float64(3), "filtered": true}, 0, 20)
+	}, "untrusted_withheld": float64(3), "filtered": true}, 0, 20, nil)
 	if dm["untrusted_withheld"] != float64(3) || dm["filtered"] != true || dm["count"] != 1 {
 		t.Errorf("merged list_drawers dropped the gateway's untrusted_withheld and filtered: %v", dm)
 	}

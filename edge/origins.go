@@ -142,6 +142,15 @@ func (m marks) ownCopy(id string) (c outbox.EntryCopy, known bool) {
 	return c, known
 }
 
+// copyID is the id on the primary of the local diary entry id's copy,
+// when the outbox names one other than id ("": none).
+func (m marks) copyID(id string) string {
+	if c, known := m.ownCopy(id); known && c.ID != id {
+		return c.ID
+	}
+	return ""
+}
+
 // writtenHereOnPrimary is the ids on the primary of the drawers written
 // here (writtenHere): each one's own, and for a diary entry its copy's
 // (copies), the id the primary keeps it under.
