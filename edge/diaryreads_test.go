@@ -159,3 +159,27 @@ func TestAnEntryEditedThenDeletedOfflineStaysHidden(t *testing.T) {
 		}
 	})
 }
+
+// A diary_read without a wing reads the agent's diary wing on both
+// halves, as a gateway pins the primary's: an entry the agent wrote to a
+// project wing is in neither. Before, the local half read every wing and
+// showed it, palace local, though the primary held it (attack99 F8).
+func TestADiaryReadWithoutAWingReadsTheDiaryWingOnBothHalves(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	h.call("diary_write", map[string]any{"agent_name": "me", "wing": "proj_b", "entry": "project wing diary line"})
+	h.call("diary_write", map[string]any{"agent_name": "me", "entry": "own wing diary line"})
+	h.drained()
+	d, _ := h.call("diary_read", map[string]any{"agent_name": "me", "last_n": 4})
+	s := mustJSON(d["entries"])
+	if strings.Contains(s, "project wing diary line") || !strings.Contains(s, "own wing diary line") {
+		t.Errorf("diary_read without a wing: %s, want the diary wing's entry alone", s)
+	}
+	if d["total"] != float64(1) {
+		t.Errorf("diary_read's total is %v, want 1 (the diary wing's)", d["total"])
+	}
+	d, _ = h.call("diary_read", map[string]any{"agent_name": "me", "wing": "proj_b"})
+	if got := recordsOf(d, "entries", "project wing diary line"); len(got) != 1 || !strings.HasPrefix(got[0], "both") {
+		t.Errorf("diary_read of the project wing shows its entry as %v, want one, palace both", got)
+	}
+}

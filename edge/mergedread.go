@@ -35,6 +35,7 @@ const canaryTolerance = 1e-3
 func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult, error) {
 	// The answer's shape, as the catalogue names it for the gateway's
 	// filter, says how the two sides merge.
+	orig = diaryPinned(orig)
 	shape, args := orig.tool.Filter, orig.argsMap()
 	b := e.askBoth(ctx, orig, shape, args)
 	mk, recs := e.marks(), orig.tool.Records
@@ -62,6 +63,29 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		merged = pm
 	}
 	return jsonResult(merged, false), nil
+}
+
+// diaryPinned is a diary_read without a wing pinned to the agent's diary
+// wing, as a gateway pins it (its entries carry no wing, and the local
+// palace's would be of every wing): both halves of the merged read ask
+// the same (attack99 F8). Any other call is c.
+func diaryPinned(c *call) *call {
+	args := c.argsMap()
+	if c.tool.Filter != catalogue.FilterDiary || args == nil {
+		return c
+	}
+	if w, _ := args["wing"].(string); w != "" {
+		return c
+	}
+	if a, _ := args["agent_name"].(string); a == "" {
+		return c // refused as it is, by either palace
+	}
+	args = maps.Clone(args)
+	args["wing"] = catalogue.DiaryWingFor(args)
+	if p, err := c.with(args); err == nil {
+		return p
+	}
+	return c // plain values: they encode
 }
 
 // sideAnswer is one palace's answer to a merged read.
