@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -158,6 +160,69 @@ func TestAnEntryEditedThenDeletedOfflineStaysHidden(t *testing.T) {
 			t.Fatalf("edge status's ON PRIMARY: %q (%+v, %v), want one line naming the primary's text %q", got, r, err, old)
 		}
 	})
+}
+
+// localDiaryWrite writes a diary entry straight into h's local palace, as
+// a solitary session on the same palace does: no op in the outbox.
+func localDiaryWrite(t *testing.T, h *harness, agent, text string) {
+	t.Helper()
+	c := newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "diary_write", Arguments: map[string]any{"agent_name": agent, "entry": text}})
+	if _, ok := usable(h.edge.localServer.Call(context.Background(), c.params)); !ok {
+		t.Fatal("the local palace did not take the diary entry")
+	}
+}
+
+// A diary entry written into the local palace with no edge (a solitary
+// session: no op ever sent it) is a record of its own in a merged
+// diary_read and search, palace local, beside the same line another
+// palace wrote to the primary (palace primary). Before, the two were
+// paired by text as one entry, palace both, with the other's time
+// (attack99 F5). An entry a write of the outbox's sent (as join queues
+// one, noted for no entry) still pairs by text.
+func TestANeverSentDiaryEntryIsNotPairedByText(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const agent, text, joined = "me", "standup: blocked on review", "standup: joined later"
+	localDiaryWrite(t, h, agent, text)
+	other := NewPrimary(h.srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 5 * time.Second})
+	defer other.Close()
+	if res, err := FlushTarget(other).Call(context.Background(), "mempalace_diary_write", []byte(`{"agent_name":"me","entry":"`+text+`"}`)); err != nil || res["success"] != true {
+		t.Fatalf("the other palace's diary_write: %v %v", res, err)
+	}
+	d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10})
+	var palaces []string
+	es, _ := d["entries"].([]any)
+	for _, x := range es {
+		if en, _ := x.(map[string]any); en["content"] == text {
+			o, _ := en["origin"].(map[string]any)
+			palaces = append(palaces, fmt.Sprint(o["palace"]))
+		}
+	}
+	if strings.Join(palaces, " ") != "primary local" && strings.Join(palaces, " ") != "local primary" {
+		t.Errorf("diary_read shows the line as %v, want two records: this palace's (local) and the other's (primary)", palaces)
+	}
+	s, _ := h.call("search", map[string]any{"query": text, "limit": 10})
+	if got := recordsOf(s, "results", text); len(got) != 2 {
+		t.Errorf("search shows the line as %v, want two records", got)
+	}
+
+	localDiaryWrite(t, h, agent, joined)
+	if _, err := h.edge.outbox.Enqueue(context.Background(), outbox.Write{Name: catalogue.Prefix + "diary_write", Payload: []byte(`{"agent_name":"me","entry":"` + joined + `"}`), Wing: catalogue.DiaryWingOf(agent)}); err != nil {
+		t.Fatal(err)
+	}
+	h.drained()
+	d, _ = h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10})
+	palaces = nil
+	es, _ = d["entries"].([]any)
+	for _, x := range es {
+		if en, _ := x.(map[string]any); en["content"] == joined {
+			o, _ := en["origin"].(map[string]any)
+			palaces = append(palaces, fmt.Sprint(o["palace"]))
+		}
+	}
+	if strings.Join(palaces, " ") != "both" {
+		t.Errorf("diary_read shows an entry a join-like write sent as %v, want one record, palace both", palaces)
+	}
 }
 
 // A diary_read without a wing reads the agent's diary wing on both

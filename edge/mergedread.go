@@ -46,6 +46,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		mk.writtenHere = e.writtenHere(ctx)
 	}
 	mk.copies = e.ownCopies(ctx, b.lt, shape, mk.writtenHere)
+	mk.copies = e.neverSent(ctx, b.lt, shape, catalogue.DiaryWingFor(args), mk.copies)
 	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(b.lt, b.pt, intArg(args, "limit", 5), mk), false, nil), nil
 	}
@@ -881,6 +882,55 @@ func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter,
 		e.log.Warn("the outbox did not say which copies on the primary are this device's diary entries': they pair by text", "err", err)
 	}
 	return copies
+}
+
+// neverSent is copies with each diary entry of the local answer lt (a
+// diary_read's of wing, a search's) that no write of the outbox may
+// have carried to the primary (outbox.NeverSent) added as one without a
+// copy: it pairs with no primary entry of its text, which is another
+// palace's (attack99 F5). copies as they came without an outbox, or when
+// it cannot say (logged).
+func (e *Edge) neverSent(ctx context.Context, lt string, shape catalogue.Filter, wing string, copies map[string]outbox.EntryCopy) map[string]outbox.EntryCopy {
+	var ens []outbox.LocalEntry
+	add := func(stamp, wing, suffix string) {
+		if _, known := copies[stamp]; !known {
+			t, _ := time.ParseInLocation("20060102_150405.000000", stamp[:15]+"."+stamp[15:], time.Local) // the local palace's clock
+			ens = append(ens, outbox.LocalEntry{Stamp: stamp, Wing: wing, Suffix: suffix, Written: t})
+		}
+	}
+	switch {
+	case e.outbox == nil:
+		return copies
+	case shape == catalogue.FilterHits:
+		gjson.Get(lt, "results").ForEach(func(_, h gjson.Result) bool {
+			if stamp, suffix, ok := catalogue.DiaryEntryID(h.Get("drawer_id").String()); ok {
+				add(stamp, h.Get("wing").String(), suffix)
+			}
+			return true
+		})
+	case shape == catalogue.FilterDiary:
+		gjson.Get(lt, "entries").ForEach(func(_, en gjson.Result) bool {
+			if stamp := entryStamp(en.Get("timestamp").String()); stamp != "" {
+				add(stamp, wing, catalogue.EntrySuffix(en.Get("content").String()))
+			}
+			return true
+		})
+	}
+	never, err := e.outbox.NeverSent(ctx, ens)
+	if err != nil {
+		e.log.Warn("the outbox did not say which diary entries no write sent: they pair by text", "err", err)
+	}
+	if len(never) == 0 {
+		return copies
+	}
+	out := maps.Clone(copies)
+	if out == nil {
+		out = map[string]outbox.EntryCopy{}
+	}
+	for stamp := range never {
+		out[stamp] = outbox.EntryCopy{} // known, none: never sent
+	}
+	return out
 }
 
 // writtenHere is the drawers this device's writes not on the primary

@@ -231,6 +231,9 @@ func (s *Store) settleIn(log *slog.Logger) {
 	if err := sqlitewal.RetryBusy(func() error { return s.recordDevice(ctx) }); err != nil {
 		log.Warn("the outbox's device id is not recorded: a copy of it may be noted under an older one, or none", "err", err)
 	}
+	if err := sqlitewal.RetryBusy(func() error { return s.noteEntriesSince(ctx) }); err != nil {
+		log.Warn("the outbox did not note when it began noting diary entries' writes: merged reads pair this palace's entries with the primary's by text", "err", err)
+	}
 	if err := reserveStayedLocal(s.path); err != nil {
 		log.Warn("no room kept for the record of writes the outbox cannot take (a full disk): if the disk fills, edge status and doctor may not hear of them", "err", err)
 	}

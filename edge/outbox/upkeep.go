@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -95,6 +96,10 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 	}
 	if total == 0 {
 		return 0, nil
+	}
+	// An entry written before it may have had its write (a join's) pruned.
+	if err := setMeta(ctx, s.flushDB, metaPrunedBefore, strconv.FormatInt(cutoff, 10)); err != nil {
+		return total, err
 	}
 	// The notes of which op carries a diary entry, for the ops gone.
 	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key LIKE 'entry:%' AND value NOT IN (SELECT op_id FROM ops)`); err != nil {
