@@ -3,9 +3,13 @@ package edge
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // recordsOf is the records of m's list at key that hold text (in
@@ -246,5 +251,125 @@ func TestADiaryReadWithoutAWingReadsTheDiaryWingOnBothHalves(t *testing.T) {
 	d, _ = h.call("diary_read", map[string]any{"agent_name": "me", "wing": "proj_b"})
 	if got := recordsOf(d, "entries", "project wing diary line"); len(got) != 1 || !strings.HasPrefix(got[0], "both") {
 		t.Errorf("diary_read of the project wing shows its entry as %v, want one, palace both", got)
+	}
+}
+
+// downProxy stands in front of target and passes every request on
+// until down is set; from then on it drops each connection unanswered,
+// as a primary that went away.
+func downProxy(t *testing.T, target string) (string, *atomic.Bool) {
+	t.Helper()
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if down.Load() {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close() // no answer at all
+			}
+			return
+		}
+		passOn(w, r, target, body, nil)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp", &down
+}
+
+// TestRealDeletedAndEditedDiaryEntriesInEveryRead is the diary reads of
+// attack99 F6 and F10 against real MemPalace 3.11.0 (its ids are stamped
+// by the instant whose timestamp diary_read gives), behind a gateway
+// whose device desk may not delete there: a deleted entry's copy is
+// hidden from search, list_drawers, check_duplicate and diary_read; an
+// edited entry is one record in list_drawers; an entry edited then
+// deleted while the primary is away stays hidden once it is back, and
+// edge status names the copy by the text the primary holds.
+func TestRealDeletedAndEditedDiaryEntriesInEveryRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real MemPalace")
+	}
+	srv := realpalace.New(t).Serve(t, testToken)
+	gw, tokens, _ := testGatewayServer(t, srv.URL, ownCopyDevices()...)
+	url, down := downProxy(t, gw)
+	h := start(t, harnessOpts{realLocal: realpalace.New(t), primaryURL: url, token: tokens["desk"], identity: "opencode@desk", timeout: 30 * time.Second})
+	const agent, gone, edited, kept, rewritten = "opencode", "kill test three real", "kill test two real EDITED", "first words kept real", "rewritten fully real"
+	onPrimary := func(text string) bool {
+		page := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": agent, "last_n": 20})
+		return strings.Contains(mustJSON(page["entries"]), fmt.Sprintf("%q", text))
+	}
+	ids := map[string]string{}
+	for _, text := range []string{gone, "kill test two real", kept} {
+		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+		ids[text], _ = w["entry_id"].(string)
+	}
+	h.drained()
+	waitFor(t, 30*time.Second, "the entries on the primary", func() bool { return onPrimary(gone) && onPrimary(kept) })
+
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": ids[gone]}); m["success"] != true {
+		t.Fatalf("delete_drawer: %v", m)
+	}
+	deletedEntryHidden(t, h, agent, gone)
+
+	if m, _ := h.call("update_drawer", map[string]any{"drawer_id": ids["kill test two real"], "content": edited}); m["success"] != true {
+		t.Fatalf("update_drawer: %v", m)
+	}
+	h.drained()
+	waitFor(t, 30*time.Second, "the edit on the primary", func() bool { return onPrimary(edited) })
+	m, _ := h.call("list_drawers", map[string]any{"wing": catalogue.DiaryWingOf(agent), "limit": 100})
+	if got := recordsOf(m, "drawers", edited); len(got) != 1 || got[0] != "both "+ids["kill test two real"] {
+		t.Errorf("list_drawers shows the edited entry as %v, want one record, palace both, under the local id", got)
+	}
+
+	// attack99 F8: a diary_read without a wing, pinned by the gateway
+	// to wing_opencode, is pinned so on the local half too.
+	h.call("diary_write", map[string]any{"agent_name": agent, "wing": "proj_real", "entry": "project wing diary line real"})
+	h.drained()
+	if d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10}); strings.Contains(mustJSON(d["entries"]), "project wing diary line real") {
+		t.Errorf("diary_read without a wing shows the project wing's entry: %v", d["entries"])
+	}
+	// attack99 F5: a line written with the edge bypassed, and the same
+	// line another palace of desk wrote, are two records.
+	const solo = "standup: blocked on review real"
+	localDiaryWrite(t, h, agent, solo)
+	other := NewPrimary(gw, func() string { return tokens["desk"] }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 30 * time.Second})
+	defer other.Close()
+	if res, err := FlushTarget(other).Call(context.Background(), "mempalace_diary_write", []byte(`{"agent_name":"opencode","entry":"`+solo+`"}`)); err != nil || res["success"] != true {
+		t.Fatalf("the other palace's diary_write: %v %v", res, err)
+	}
+	d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10})
+	var palaces []string
+	for _, x := range d["entries"].([]any) {
+		if en, _ := x.(map[string]any); en["content"] == solo {
+			palaces = append(palaces, fmt.Sprint(en["origin"].(map[string]any)["palace"]))
+		}
+	}
+	if len(palaces) != 2 || palaces[0] == palaces[1] || strings.Contains(strings.Join(palaces, " "), "both") {
+		t.Errorf("diary_read shows the line as %v, want this palace's (local) and the other's (primary)", palaces)
+	}
+
+	down.Store(true)
+	h.eventually("the primary seen down", func() bool {
+		h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 1}) // a read finds it gone
+		return !h.edge.remote.Up()
+	})
+	if m, _ := h.call("update_drawer", map[string]any{"drawer_id": ids[kept], "content": rewritten}); m["success"] != true {
+		t.Fatalf("update_drawer offline: %v", m)
+	}
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": ids[kept]}); m["success"] != true {
+		t.Fatalf("delete_drawer offline: %v", m)
+	}
+	down.Store(false)
+	waitFor(t, 30*time.Second, "the primary seen up", func() bool {
+		h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 1}) // a read finds it back
+		return h.edge.remote.Up()
+	})
+	if onPrimary(rewritten) || !onPrimary(kept) {
+		t.Fatal("the cancelled update reached the primary, or its entry is gone there")
+	}
+	deletedEntryHidden(t, h, agent, kept)
+	p := NewPrimary(url, func() string { return tokens["desk"] }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 10 * time.Second})
+	defer p.Close()
+	r, err := CheckTombstones(context.Background(), h.edge.outbox, p)
+	got := strings.Join(r.OnPrimary, "\n")
+	if err != nil || !strings.Contains(got, fmt.Sprintf("%q", kept)) || strings.Contains(got, rewritten) {
+		t.Errorf("edge status's ON PRIMARY: %q (%+v, %v), want a line naming the primary's text %q", got, r, err, kept)
 	}
 }
