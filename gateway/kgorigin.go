@@ -121,34 +121,39 @@ func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objK
 // by every device with a trusted set.
 const ruleOthersFact Rule = "kg write: a device that is not admin ends only the facts it wrote (this open fact is another device's; an admin device may end it)"
 
-// endsOthersFact decides a kg_invalidate or kg_supersede by a device that
-// is not admin: MemPalace ends every open fact of its subject, predicate
-// and object (old_object), and each must be one the provenance index
-// holds as this device's or holds no stamp for (a *denial naming the
-// rule when another device's is among them).
-// An admin device ends any; a call that ends nothing (a supersede of no
-// open fact files the new one) is allowed. errNoAnswer when the
-// subject's facts could not be read. sendWrite asks it under the write
-// slot: a fact checked before the wait could be ended and filed again by
-// another writer before the send.
-// A kg_invalidate's facts are read for any device (req.facts), so its
-// answer tells of a fact closed already (closedAlready); an admin's is
-// sent whether or not they could be read.
+// endsOthersFact decides a kg_invalidate or kg_supersede: one of a
+// triple the primary holds no fact of is refused (notOnPrimary) for any
+// device; for a device that is not admin, MemPalace ends every open fact
+// of its subject, predicate and object (old_object), and each must be one
+// the provenance index holds as this device's or holds no stamp for (a
+// *denial naming the rule when another device's is among them).
+// An admin device ends any. errNoAnswer when the subject's facts could
+// not be read (an admin's end is sent all the same). sendWrite asks it
+// under the write slot: a fact checked before the wait could be ended
+// and filed again by another writer before the send. The facts read
+// (req.facts) let a kg_invalidate's answer tell of a fact closed already
+// (closedAlready). The cost: one kg_query of the subject before each.
 func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) error {
 	args := req.Args
 	objKey := map[string]string{"kg_invalidate": "object", "kg_supersede": "old_object"}[t.Name]
-	if objKey == "" || d.Admin && t.Name != "kg_invalidate" {
+	if objKey == "" {
 		return nil
 	}
 	facts := s.factsOf(ctx, args)
 	req.facts = facts // a kg_invalidate's answer notes a fact closed already (closedAlready)
-	if d.Admin {
+	switch {
+	case facts == nil && d.Admin:
 		return nil
-	}
-	if facts == nil {
+	case facts == nil:
 		return fmt.Errorf("%w kg_query of %q", errNoAnswer, str(args["subject"]))
 	}
 	subj, pred, obj := str(args["subject"]), str(args["predicate"]), str(args[objKey])
+	if !slices.ContainsFunc(facts, func(x any) bool { f, _ := x.(map[string]any); return sameTriple(f, subj, pred, obj) }) {
+		return notOnPrimary(t.Name, args)
+	}
+	if d.Admin {
+		return nil
+	}
 	for _, x := range facts {
 		f, _ := x.(map[string]any)
 		if f["valid_to"] != nil || !sameTriple(f, subj, pred, obj) {
@@ -159,6 +164,27 @@ func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool
 		}
 	}
 	return nil
+}
+
+// ruleNotOnPrimary refuses the end of a fact the primary holds none of.
+const ruleNotOnPrimary Rule = "kg write: an end of a fact the primary holds none of (its add not there yet, or never sent)"
+
+// notOnPrimary refuses a kg_invalidate or kg_supersede (tool) of a
+// triple the primary holds no fact of, open or closed (attack99 F2):
+// MemPalace answers such an end success and changes nothing, and a
+// supersede opens its new fact all the same, so the end was lost
+// silently, and a supersede whose old fact landed after it left two
+// current values. Refused, not sent (ledger.CodeNotOnPrimary, which an
+// edge sends again as any refusal): the fact's add may be on its way
+// from another palace of the device, after which the end lands.
+func notOnPrimary(tool string, args map[string]any) *changed {
+	obj, also := str(args["object"]), ""
+	if tool == "kg_supersede" {
+		obj, also = str(args["old_object"]), fmt.Sprintf("; %q was not opened either (MemPalace would open it beside whatever value is current)", str(args["new_object"]))
+	}
+	return &changed{code: ledger.CodeNotOnPrimary, rule: ruleNotOnPrimary, msg: fmt.Sprintf(
+		"devbox-config gateway: the primary holds no fact %q → %q → %q, open or closed, so this %s would change nothing there (MemPalace answers it success): refused, nothing written%s. If the fact's kg_add is still queued (on another palace of this device, or this one), an edge sends this end again and it lands once the add has; if only this devbox's palace holds the fact (written without the primary), `devbox-config join` sends it, then `devbox-config edge outbox retry <op>` sends this end; `devbox-config edge outbox drop <op>` gives it up",
+		str(args["subject"]), str(args["predicate"]), obj, tool, also)}
 }
 
 // closedAlready notes in a kg_invalidate's answer (resp, status) that the

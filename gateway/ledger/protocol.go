@@ -71,6 +71,14 @@ const (
 	// after a backoff; over the same slow link a body that big never
 	// arrives in time.
 	CodeBodyTimeout = -32034
+	// CodeNotOnPrimary: a kg_invalidate, or a kg_supersede, of a triple
+	// the primary holds no fact of (none open, none closed): MemPalace
+	// would answer it success and change nothing (a supersede: open its
+	// new fact beside whatever is current). Not written. The fact's
+	// kg_add may still be on its way (queued on another palace of the
+	// device), so an edge sends it again as any refusal, and it is dead
+	// after as many; a join sends a fact only a palace holds.
+	CodeNotOnPrimary = -32035
 )
 
 // Words a CodeDeletedOnPrimary refusal's message carries, by which an edge

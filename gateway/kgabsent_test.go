@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// An end (kg_invalidate, kg_supersede) of a triple the primary holds no
+// fact of is refused, retryably (ledger.CodeNotOnPrimary), for any device,
+// admin too, saying the fact is not on the primary and how to send it:
+// MemPalace answers it success and changes nothing (a supersede opens its
+// new fact beside the current one), so the end was lost silently, and
+// with two palaces of one device the add landing after the end stayed
+// current for ever (attack99 F2). Sent again once the add has landed, the
+// end closes it, and the supersede leaves one current value.
+func TestAnEndOfAFactThePrimaryLacksIsRefusedUntilItLands(t *testing.T) {
+	endsOfAbsentFacts(t, func(t *testing.T) *upstream { return startFake(t) })
+}
+
+// TestRealAnEndOfAFactThePrimaryLacksIsRefusedUntilItLands: the same
+// against real MemPalace 3.11.0 serve, whose own answer to such an end
+// is the success the gateway must not pass on.
+func TestRealAnEndOfAFactThePrimaryLacksIsRefusedUntilItLands(t *testing.T) {
+	u, srv := startReal(t)
+	res := srv.MustCall(t, "mempalace_kg_invalidate", map[string]any{"subject": "svc_none", "predicate": "uses", "object": "db_0", "ended": "2026-12-06"})
+	if res["success"] != true {
+		t.Fatalf("MemPalace %s answers an end of a fact it lacks %v; the gateway's refusal assumes success", "3.11.0", res)
+	}
+	endsOfAbsentFacts(t, func(t *testing.T) *upstream { return u })
+}
+
+func endsOfAbsentFacts(t *testing.T, start func(t *testing.T) *upstream) {
+	g := newGWAt(t, []Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+		{ID: "beta", Label: "beta", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+	}, start(t))
+	refused := func(id, tool string, args map[string]any) {
+		t.Helper()
+		res, rpc, _ := g.call(g.tokens[id], tool, args)
+		data, _ := rpc["data"].(map[string]any)
+		if rpc == nil || int(rpc["code"].(float64)) != ledger.CodeNotOnPrimary || data["rule"] != ruleNotOnPrimary.String() ||
+			!strings.Contains(str(rpc["message"]), "holds no fact") || !strings.Contains(str(rpc["message"]), "devbox-config join") {
+			t.Errorf("%s's %s of a fact the primary lacks: %v %v; want refused %d (%s) naming join", id, tool, res, rpc, ledger.CodeNotOnPrimary, ruleNotOnPrimary)
+		}
+	}
+	// The solitary case: a fact only a palace of beta's ever had.
+	solo := map[string]any{"subject": "svc_solo", "predicate": "uses", "object": "cache_9", "ended": "2026-12-06"}
+	refused("beta", "kg_invalidate", solo)
+	refused("ops-0001", "kg_invalidate", solo)
+	owner := map[string]any{"subject": "svc_f", "predicate": "owner", "old_object": "ann", "new_object": "bob"}
+	refused("beta", "kg_supersede", owner)
+	refused("ops-0001", "kg_supersede", owner)
+	if current := currentObjects(t, g, "ops-0001", "svc_f"); len(current) != 0 {
+		t.Errorf("a refused supersede opened %v", current)
+	}
+
+	// The order case: the end first (from one palace of beta), the add
+	// after it (from the other); the end sent again closes the fact.
+	alerts := map[string]any{"subject": "svc_e", "predicate": "alerts_to", "object": "pager_1", "ended": "2026-12-06"}
+	refused("beta", "kg_invalidate", alerts)
+	g.mustKG("beta", "kg_add", map[string]any{"subject": "svc_e", "predicate": "alerts_to", "object": "pager_1", "valid_from": "2026-12-01"})
+	g.mustKG("beta", "kg_invalidate", alerts)
+	if current := currentObjects(t, g, "ops-0001", "svc_e"); len(current) != 0 {
+		t.Errorf("svc_e's facts current after its end landed: %v", current)
+	}
+	g.mustKG("beta", "kg_add", map[string]any{"subject": "svc_f", "predicate": "owner", "object": "ann", "valid_from": "2026-12-01"})
+	g.mustKG("beta", "kg_supersede", owner)
+	if current := currentObjects(t, g, "ops-0001", "svc_f"); len(current) != 1 || current["owner"] != "bob" {
+		t.Errorf("svc_f's current facts after the supersede landed: %v, want owner bob alone", current)
+	}
+	// A closed fact is no absent one: a second end is told already_closed.
+	if res, rpc, _ := g.call(g.tokens["beta"], "kg_invalidate", alerts); rpc != nil || res["already_closed"] == nil {
+		t.Errorf("a second end of svc_e: %v %v; want already_closed", res, rpc)
+	}
+}
