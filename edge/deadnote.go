@@ -23,7 +23,9 @@ package edge
 // A kg_invalidate the gateway answered already_closed (the fact was
 // closed on the primary before it arrived: its end date not kept, the op
 // done; outbox.DeadOp.Closed) is told the same way, in a line of its own
-// with the gateway's note, and `edge status` lists it too.
+// with the gateway's note, and `edge status` lists it too; so is a kg_add
+// it answered held_by (the fact current there already, another device's
+// or with other dates: nothing filed, its dates not kept).
 //
 // A queued coordination write the gateway took, at a later flush, with a
 // warning (its to_agent is no device's agent: outbox.DeadOp.Warned) is
@@ -235,8 +237,8 @@ func deadNotes(fresh []outbox.DeadOp) []string {
 	if len(left) > 0 {
 		notes = append(notes, "[devbox-config] "+leftOutLine(left))
 	}
-	if len(closed) > 0 {
-		notes = append(notes, "[devbox-config] "+closedLine(closed))
+	for _, l := range closedLines(closed) {
+		notes = append(notes, "[devbox-config] "+l)
 	}
 	return notes
 }
@@ -297,6 +299,42 @@ func leftOutLine(left []outbox.DeadOp) string {
 	return list + "; `devbox-config edge status` lists " + plural(len(left), "it", "them") + "."
 }
 
+// closedLines are closedLine of the ends among closed and heldLine of
+// the adds, each there are some of.
+func closedLines(closed []outbox.DeadOp) []string {
+	var ends, adds []outbox.DeadOp
+	for _, o := range closed {
+		if o.Tool == catalogue.Prefix+"kg_add" {
+			adds = append(adds, o)
+		} else {
+			ends = append(ends, o)
+		}
+	}
+	var lines []string
+	if len(ends) > 0 {
+		lines = append(lines, closedLine(ends))
+	}
+	if len(adds) > 0 {
+		lines = append(lines, heldLine(adds))
+	}
+	return lines
+}
+
+// heldLine names the kg_adds whose fact the primary held current already
+// (another device's, or with other dates: outbox.AlreadyCurrent), each
+// with the gateway's note (which names whose fact it is and says the
+// add's dates were not kept): its agent was answered success (attack99
+// F1).
+func heldLine(adds []outbox.DeadOp) string {
+	list := namedList(adds, "", func(o outbox.DeadOp) string {
+		what, _ := deadWhat(o)
+		note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
+		return fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax))
+	})
+	return fmt.Sprintf("%s from this devbox filed nothing on the primary: %s. This devbox's palace keeps its own dates; `devbox-config edge status` lists %s.",
+		plural(len(adds), "an add of a fact", "adds of facts"), list, plural(len(adds), "it", "them"))
+}
+
 // closedLine names the kg_invalidates whose fact the primary held closed
 // already (the first deadNamed, then a count), each with the gateway's
 // note (which says the end kept and the one not).
@@ -346,8 +384,8 @@ func (e *Edge) deadInstructions(ctx context.Context) string {
 	if len(warned) > 0 {
 		lines = append(lines, fmt.Sprintf("Writes sent with a warning (devbox-config edge, said at %d session starts): %s", deadToldMax, warnedLine(warned)))
 	}
-	if len(closed) > 0 {
-		lines = append(lines, fmt.Sprintf("Facts closed already (devbox-config edge, said at %d session starts): %s", deadToldMax, closedLine(closed)))
+	for _, l := range closedLines(closed) {
+		lines = append(lines, fmt.Sprintf("Facts the primary held already (devbox-config edge, said at %d session starts): %s", deadToldMax, l))
 	}
 	return strings.Join(lines, "\n")
 }

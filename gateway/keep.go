@@ -357,7 +357,8 @@ const ruleUpdateEditedOver Rule = "update:in-doubt-changed-since"
 // slot, after the op-id ledger (a send it recorded is answered from the
 // record, never refused). code is ledger.CodeChangedOnPrimary, or
 // ledger.CodeInDoubt for a send of an op that may have landed
-// (editedOver).
+// (editedOver); othersTunnel's and notOnPrimary's refusals are made the
+// same way, with their own codes.
 type changed struct {
 	msg, wing string
 	id, who   string // the drawer, and who changed it (staleBase's words)

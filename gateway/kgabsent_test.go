@@ -75,3 +75,25 @@ func endsOfAbsentFacts(t *testing.T, start func(t *testing.T) *upstream) {
 		t.Errorf("a second end of svc_e: %v %v; want already_closed", res, rpc)
 	}
 }
+
+// A kg_add of a fact the primary holds current already files nothing
+// (MemPalace answers the current fact's id): its answer names the device
+// whose fact it is and says the add's dates were not kept, so an edge
+// can tell its agent (attack99 F1: told nothing, its dates lost); this
+// device's own fact sent again with the same dates gains nothing.
+func TestAnAddHeldByAnothersFactSaysWhoseAndThatItsDatesWereNotKept(t *testing.T) {
+	g := newGWAt(t, []Device{
+		{ID: "alpha", Label: "alpha", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+		{ID: "beta", Label: "beta", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+	}, startFake(t))
+	fact := map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "valid_from": "2026-12-01"}
+	g.mustKG("alpha", "kg_add", fact)
+	res, rpc, _ := g.call(g.tokens["beta"], "kg_add", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "valid_from": "2026-11-15"})
+	if note := str(res["note"]); rpc != nil || res["held_by"] != "alpha" || res["valid_from_kept"] != "2026-12-01" ||
+		!strings.Contains(note, "device alpha's") || !strings.Contains(note, "2026-11-15") || !strings.Contains(note, "not kept") {
+		t.Errorf("beta's add of alpha's current fact: %v %v; want held_by alpha and a note that its dates were not kept", res, rpc)
+	}
+	if res, rpc, _ := g.call(g.tokens["alpha"], "kg_add", fact); rpc != nil || res["success"] != true || res["held_by"] != nil || res["note"] != nil {
+		t.Errorf("alpha's own add sent again: %v %v; want a plain success", res, rpc)
+	}
+}

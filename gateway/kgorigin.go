@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,8 +28,11 @@ import (
 // claims nothing (ledger.Held, sendWrite: attack24 M2, M3). A look-up
 // that fails proves nothing: the add stamps nothing either (logged). It also moves the stamps of
 // the subject's facts closed around the gateway (retireFactStamps). The
-// cost: one kg_query of the subject before each kg_add.
-func (s *Server) addingHeldFact(ctx context.Context, args map[string]any) bool {
+// cost: one kg_query of the subject before each kg_add. The answer of an
+// add held by another's fact, or by one with other dates, says so
+// (req.heldNote, heldNote).
+func (s *Server) addingHeldFact(ctx context.Context, d *Device, req *rpcRequest) bool {
+	args := req.Args
 	facts := s.factsOf(ctx, args)
 	if facts == nil {
 		s.Log.Warn("provenance: the facts of a kg_add's subject were not read before it; the fact reads as of unknown origin", "subject", args["subject"], "predicate", args["predicate"])
@@ -40,10 +44,40 @@ func (s *Server) addingHeldFact(ctx context.Context, args map[string]any) bool {
 		if str(f["valid_to"]) != "" || !sameTriple(f, str(args["subject"]), str(args["predicate"]), str(args["object"])) {
 			continue
 		}
-		_, stamped := s.prov.Lookup(provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(f["valid_from"]), ""))
-		return stamped || !ledger.Resent(ctx)
+		st, stamped := s.prov.Lookup(provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(f["valid_from"]), ""))
+		held := stamped || !ledger.Resent(ctx)
+		if held {
+			req.heldNote = heldNote(d, args, str(f["valid_from"]), st, stamped)
+		}
+		return held
 	}
 	return false
+}
+
+// heldNote is what a kg_add's answer gains when the upstream held its
+// fact current already and filed nothing (attack99 F1): "held_by" (the
+// device whose fact it is, "" of unknown origin), "valid_from_kept" and
+// a "note" saying the add's own dates were not kept; nil when it is this
+// device's own fact with the add's dates (a send again, or a join).
+func heldNote(d *Device, args map[string]any, kept string, st provenance.Stamp, stamped bool) map[string]any {
+	asked, to := str(args["valid_from"]), str(args["valid_to"])
+	if stamped && st.Device == d.ID && (asked == "" || asked == kept) && to == "" {
+		return nil
+	}
+	whose := "of unknown origin (filed around the gateway, or its add's answer lost)"
+	if stamped {
+		whose = fmt.Sprintf("device %s's (label %s)", st.Device, st.Label)
+	}
+	since := "with no start date"
+	if kept != "" {
+		since = "from " + kept
+	}
+	dates := ""
+	if asked != "" || to != "" {
+		dates = fmt.Sprintf(" (from %s to %s)", cmp.Or(asked, "-"), cmp.Or(to, "-"))
+	}
+	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "note": fmt.Sprintf(
+		"devbox-config gateway: the primary held this fact current already, %s, %s, before this add arrived: nothing was filed, so this add's dates%s were not kept and the fact reads as that writer's; to record this device's dates, supersede or end and re-add the fact", whose, since, dates)}
 }
 
 // sameTriple: the fact f, as kg_query lists it, is subject, predicate
@@ -233,6 +267,9 @@ func askedEnd(args map[string]any, resp []byte) string {
 // withMembers adds members to a successful answer's JSON text (MemPalace's
 // result object); any other answer is as it was.
 func withMembers(resp []byte, add map[string]any) []byte {
+	if len(add) == 0 {
+		return resp
+	}
 	text := gjson.GetBytes(resp, "result.content.0.text")
 	var m map[string]any
 	if text.Type != gjson.String || json.Unmarshal([]byte(text.Str), &m) != nil || m["success"] != true {

@@ -67,6 +67,9 @@ type rpcRequest struct {
 	// a kg_add of a fact held current: sendWrite), so the write is not
 	// its record's to stamp: its stamp, or none, stays.
 	held bool
+	// heldNote: a kg_add held by another device's fact, or one with other
+	// dates: what its answer gains (heldNote; nil: nothing).
+	heldNote map[string]any
 	// respelt: held, the update_drawer's text the drawer's words in other
 	// whitespace or Unicode form (sameText, not the same bytes): neither
 	// writer's alone, so its stamp goes (of unknown origin).

@@ -42,7 +42,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 			return http.StatusServiceUnavailable, nil // not sent: the op-id ledger keeps nothing
 		}
 	case "kg_add":
-		req.held = s.addingHeldFact(ctx, req.Args)
+		req.held = s.addingHeldFact(ctx, d, req)
 	case "create_tunnel":
 		if req.unsent = s.othersTunnel(ctx, d, req.Args, str(req.Args["source_wing"])); req.unsent != nil {
 			return http.StatusServiceUnavailable, nil
@@ -81,7 +81,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		s.retireFactStamps(ctx, req.Args, "old_object", req.facts)
 	}
 	if req.held {
-		resp = markMeta(resp, heldKey)
+		resp = markMeta(withMembers(resp, req.heldNote), heldKey)
 	}
 	return status, resp
 }

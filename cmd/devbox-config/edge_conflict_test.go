@@ -132,3 +132,35 @@ func TestADeadReplayOfAPurgedDrawerIsToldToBeDropped(t *testing.T) {
 		}
 	}
 }
+
+// holding answers every call as a gateway answers a kg_add of a fact
+// another device's current fact holds: success, held_by, and a note.
+type holding struct{}
+
+func (holding) Up() bool { return true }
+func (holding) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
+	return map[string]any{"success": true, "held_by": "alpha", "valid_from_kept": "2026-12-01", "note": "devbox-config gateway: the primary held this fact current already, device alpha's (label alpha), from 2026-12-01, before this add arrived: nothing was filed, so this add's dates (from 2026-11-15 to -) were not kept"}, nil
+}
+
+// edge status lists a kg_add the gateway held by another device's fact
+// (attack99 F1: nothing listed it; its agent was answered success).
+func TestEdgeStatusListsAnAddOfAFactHeldAlready(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	op, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_kg_add", Payload: []byte(`{"subject":"service_x","predicate":"runs_on","object":"host_1","valid_from":"2026-11-15"}`)})
+	(&outbox.Flusher{S: s, P: holding{}}).Drain(ctx)
+	s.Close()
+	var out, errb bytes.Buffer
+	run([]string{"edge", "status"}, &out, &errb)
+	if want := "NOT FILED  " + op.Short() + " mempalace_kg_add, done: the primary held this fact current already, device alpha's"; !strings.Contains(out.String(), want) {
+		t.Errorf("edge status lacks %q:\n%s%s", want, out.String(), errb.String())
+	}
+}

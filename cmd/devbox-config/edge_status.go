@@ -50,6 +50,9 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               there (done: they stay in this palace only), for 8 days
   CLOSED      a kg_invalidate of a fact the primary held closed already
               (another device's end came first: done, its end not kept), for 8 days
+  NOT FILED   a kg_add of a fact the primary held current already, another
+              device's or with other dates (done: nothing filed, its dates
+              not kept), for 8 days
   INTENT      writes put in the outbox before the local palace answered,
               and whether their edge is alive (its lock under edge/live/
               held): its answer queues them; left by a stopped or killed
@@ -205,7 +208,11 @@ func (v edgeStatus) printOps(w io.Writer) {
 		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(outbox.FailureOf(o.Error).Message))
 	}
 	for _, o := range st.Closed {
-		fmt.Fprintf(w, "CLOSED     %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(strings.TrimPrefix(outbox.FailureOf(o.Error).Message, "devbox-config gateway: ")))
+		label := "CLOSED    "
+		if outbox.FailureOf(o.Error).Kind == outbox.AlreadyCurrent {
+			label = "NOT FILED "
+		}
+		fmt.Fprintf(w, "%s %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", label, o.Short(), o.Tool, mailbox.Printable(strings.TrimPrefix(outbox.FailureOf(o.Error).Message, "devbox-config gateway: ")))
 	}
 	for _, o := range st.InDoubt {
 		over := ""

@@ -255,6 +255,11 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", kept)
 		note = noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
 	}
+	if by, held := res["held_by"].(string); held && kind == "" && op.Tool == catalogue.Prefix+"kg_add" {
+		f.Log.Info("the primary held the fact this add files current already: done, nothing filed, its dates not kept", "op", op.Short(), "held_by", by)
+		closed, kept = true, "held"
+		note = noteOf(AlreadyCurrent, fmt.Sprint(res["note"]), now)
+	}
 	warning := warnedOf(op, res, kind)
 	if warning != "" {
 		f.Log.Warn("the gateway took a queued coordination write with a warning; its agent is told", "op", op.Short(), "tool", op.Tool, "warning", warning)

@@ -1,0 +1,57 @@
+package edge
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// A kg_add the gateway answers held by a fact current on the primary
+// (filed there first, around the gateway here, another device's in the
+// fleet; MemPalace files nothing) is told to the agent, which was
+// answered success: the next tool answer carries a line saying the add
+// filed nothing and its dates were not kept, and the next session start
+// says it (attack99 F1: the edge swallowed the gateway's held).
+func TestAnAddTheGatewayHeldIsToldToTheAgent(t *testing.T) {
+	t.Parallel()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	postTool(t, primary, testToken, "kg_add", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "valid_from": "2026-12-01"})
+	if _, res := h.call("kg_add", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "valid_from": "2026-11-15"}); res.IsError {
+		t.Fatalf("kg_add refused: %s", refusalText(res))
+	}
+	h.drained()
+	_, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next write"})
+	note := notesOf(res)
+	for _, want := range []string{"an add of a fact from this devbox filed nothing on the primary: mempalace_kg_add of service_x", "2026-11-15", "were not kept", "devbox-config edge status"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the next tool answer's note lacks %q:\n%s", want, note)
+		}
+	}
+	if in := h.edge.deadInstructions(context.Background()); !strings.Contains(in, "Facts the primary held already") || !strings.Contains(in, "filed nothing") {
+		t.Errorf("the session-start lines:\n%s", in)
+	}
+}
+
+// An end of a fact the primary holds none of (a fact only this palace
+// has) is refused by the gateway (-32035), kept queued, sent again, and
+// dead after the usual refusals with words saying the fact is not on the
+// primary and that join sends it: not a silent success (attack99 F2).
+func TestAnEndOfAFactOnlyThisPalaceHasDiesSayingSo(t *testing.T) {
+	t.Parallel()
+	h, _, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	ctx := context.Background()
+	if _, err := h.edge.outbox.Enqueue(ctx, outbox.Write{Name: "mempalace_kg_invalidate", Payload: []byte(`{"subject":"svc_solo","predicate":"uses","object":"cache_9","ended":"2026-12-06"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the end dead", func() bool {
+		h.edge.outbox.ClearBackoff(ctx)
+		h.edge.outbox.Kick()
+		return len(h.deadOps()) == 1
+	})
+	f := outbox.FailureOf(h.deadOps()[0].Error)
+	if f.Kind != outbox.Refused || !strings.Contains(f.Message, "holds no fact") || !strings.Contains(f.Message, "devbox-config join") || !strings.Contains(f.Message, "retry "+h.deadOps()[0].Short()) {
+		t.Errorf("the dead end's failure: %+v", f)
+	}
+}
