@@ -237,8 +237,11 @@ func deadNotes(fresh []outbox.DeadOp) []string {
 	if len(left) > 0 {
 		notes = append(notes, "[devbox-config] "+leftOutLine(left))
 	}
-	for _, l := range closedLines(closed) {
-		notes = append(notes, "[devbox-config] "+l)
+	ends, adds := closedLines(closed)
+	for _, l := range []string{ends, adds} {
+		if l != "" {
+			notes = append(notes, "[devbox-config] "+l)
+		}
 	}
 	return notes
 }
@@ -300,24 +303,23 @@ func leftOutLine(left []outbox.DeadOp) string {
 }
 
 // closedLines are closedLine of the ends among closed and heldLine of
-// the adds, each there are some of.
-func closedLines(closed []outbox.DeadOp) []string {
-	var ends, adds []outbox.DeadOp
+// the adds ("" for none).
+func closedLines(closed []outbox.DeadOp) (ends, adds string) {
+	var e, a []outbox.DeadOp
 	for _, o := range closed {
 		if o.Tool == catalogue.Prefix+"kg_add" {
-			adds = append(adds, o)
+			a = append(a, o)
 		} else {
-			ends = append(ends, o)
+			e = append(e, o)
 		}
 	}
-	var lines []string
-	if len(ends) > 0 {
-		lines = append(lines, closedLine(ends))
+	if len(e) > 0 {
+		ends = closedLine(e)
 	}
-	if len(adds) > 0 {
-		lines = append(lines, heldLine(adds))
+	if len(a) > 0 {
+		adds = heldLine(a)
 	}
-	return lines
+	return ends, adds
 }
 
 // heldLine names the kg_adds whose fact the primary held current already
@@ -384,8 +386,12 @@ func (e *Edge) deadInstructions(ctx context.Context) string {
 	if len(warned) > 0 {
 		lines = append(lines, fmt.Sprintf("Writes sent with a warning (devbox-config edge, said at %d session starts): %s", deadToldMax, warnedLine(warned)))
 	}
-	for _, l := range closedLines(closed) {
-		lines = append(lines, fmt.Sprintf("Facts the primary held already (devbox-config edge, said at %d session starts): %s", deadToldMax, l))
+	ends, adds := closedLines(closed)
+	if ends != "" {
+		lines = append(lines, fmt.Sprintf("Facts closed already (devbox-config edge, said at %d session starts): %s", deadToldMax, ends))
+	}
+	if adds != "" {
+		lines = append(lines, fmt.Sprintf("Facts held already (devbox-config edge, said at %d session starts): %s", deadToldMax, adds))
 	}
 	return strings.Join(lines, "\n")
 }

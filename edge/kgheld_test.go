@@ -29,7 +29,7 @@ func TestAnAddTheGatewayHeldIsToldToTheAgent(t *testing.T) {
 			t.Errorf("the next tool answer's note lacks %q:\n%s", want, note)
 		}
 	}
-	if in := h.edge.deadInstructions(context.Background()); !strings.Contains(in, "Facts the primary held already") || !strings.Contains(in, "filed nothing") {
+	if in := h.edge.deadInstructions(context.Background()); !strings.Contains(in, "Facts held already") || !strings.Contains(in, "filed nothing") {
 		t.Errorf("the session-start lines:\n%s", in)
 	}
 }
