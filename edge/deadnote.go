@@ -474,3 +474,17 @@ func tookEffect(ops []outbox.DeadOp, waits bool) string {
 	}
 	return "The palace writes among them took effect " + local + "; the coordination writes (" + strings.Join(coord, ", ") + ") took effect " + nowhere
 }
+
+// deadFactsWhy is what ownFacts' why adds when a dead KG write about
+// entity holds its objects' later writes back ("" for none): they wait
+// for it, not for the primary, so the reads stay local until someone
+// settles it (attack99 F1: told only "not on the primary yet").
+func (e *Edge) deadFactsWhy(ctx context.Context, entity string) string {
+	dead, err := e.outbox.DeadFacts(ctx, entity)
+	if err != nil || len(dead) == 0 {
+		return ""
+	}
+	short := outbox.Op{ID: dead[0]}.Short()
+	return fmt.Sprintf(": they wait behind %s the primary refused for good (op %s: `devbox-config edge outbox retry %s` sends it again, `devbox-config edge outbox drop %s` gives it up; `devbox-config edge status` says why), so these reads stay this palace's until it is settled",
+		plural(len(dead), "a dead write", fmt.Sprintf("%d dead writes", len(dead))), short, short, short)
+}

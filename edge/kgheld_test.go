@@ -55,3 +55,30 @@ func TestAnEndOfAFactOnlyThisPalaceHasDiesSayingSo(t *testing.T) {
 		t.Errorf("the dead end's failure: %+v", f)
 	}
 }
+
+// While a dead KG write holds back the later writes of its objects, the
+// edge's KG reads about them are its local palace's, and their why says
+// they wait behind a dead write and how to settle it, not only "not on
+// the primary yet" (attack99 F1, continued).
+func TestAKGReadHeldLocalByADeadWriteSaysSo(t *testing.T) {
+	t.Parallel()
+	h, _, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	ctx := context.Background()
+	if _, err := h.edge.outbox.Enqueue(ctx, outbox.Write{Name: "mempalace_kg_invalidate", Payload: []byte(`{"subject":"svc_solo","predicate":"uses","object":"cache_9","ended":"2026-12-06"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the end dead", func() bool {
+		h.edge.outbox.ClearBackoff(ctx)
+		h.edge.outbox.Kick()
+		return len(h.deadOps()) == 1
+	})
+	short := h.deadOps()[0].Short()
+	if _, res := h.call("kg_supersede", map[string]any{"subject": "svc_solo", "predicate": "uses", "old_object": "cache_9", "new_object": "cache_10"}); res.IsError {
+		t.Fatalf("kg_supersede refused: %s", refusalText(res))
+	}
+	got, _ := h.call("kg_query", map[string]any{"entity": "svc_solo"})
+	ed, _ := got["edge"].(map[string]any)
+	if why := asString(ed["why"]); ed["source"] != "local" || !strings.Contains(why, "dead write") || !strings.Contains(why, "edge outbox retry "+short) || !strings.Contains(why, "edge outbox drop "+short) {
+		t.Errorf("kg_query behind a dead write: edge %v", ed)
+	}
+}

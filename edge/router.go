@@ -275,7 +275,7 @@ func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, 
 	if catalogue.EntityID(entity) != "" {
 		about = fmt.Sprintf(" about %q", entity)
 	}
-	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n)
+	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n) + e.deadFactsWhy(ctx, entity)
 	res, err = e.localRead(ctx, c, e.remote.Up())
 	switch {
 	case errors.Is(err, errLocalBusy):

@@ -1051,22 +1051,38 @@ func (s *Store) ToSend(ctx context.Context) (int, error) {
 // (catalogue.EntityID). The edge's KG reads ask it at every call: it
 // reads the pending ops' rows only.
 func (s *Store) UnsentFacts(ctx context.Context, entity string) (int, error) {
-	named, err := queryAll(ctx, s.db, func(r rowScanner) (string, error) {
-		var names string
-		return names, r.Scan(&names)
-	}, `SELECT json_extract(payload_json,'$.subject','$.object','$.old_object','$.new_object') FROM ops o
-		WHERE o.state IN ('queued','inflight','indoubt','held')
-		AND EXISTS (SELECT 1 FROM op_keys k WHERE k.local_seq=o.local_seq AND k.key GLOB 'fact:*')`)
+	ids, err := s.factOps(ctx, `'queued','inflight','indoubt','held'`, entity)
+	return len(ids), err
+}
+
+// DeadFacts are the ids of the dead knowledge-graph writes about entity
+// (every one for ""), as UnsentFacts counts: the later writes of their
+// objects wait behind them.
+func (s *Store) DeadFacts(ctx context.Context, entity string) ([]string, error) {
+	return s.factOps(ctx, `'dead'`, entity)
+}
+
+// factOps are the ids of the ops in states (an SQL list) with a fact:
+// causal key whose subject or object is entity (any for one with no id).
+func (s *Store) factOps(ctx context.Context, states, entity string) ([]string, error) {
+	type row struct{ id, names string }
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (row, error) {
+		var x row
+		return x, r.Scan(&x.id, &x.names)
+	}, `SELECT o.op_id, json_extract(payload_json,'$.subject','$.object','$.old_object','$.new_object') FROM ops o
+		WHERE o.state IN (`+states+`)
+		AND EXISTS (SELECT 1 FROM op_keys k WHERE k.local_seq=o.local_seq AND k.key GLOB 'fact:*') ORDER BY o.local_seq`)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: %w", err)
+		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	id, n := catalogue.EntityID(entity), 0
-	for _, names := range named {
-		if id == "" || slices.ContainsFunc(gjson.Parse(names).Array(), func(x gjson.Result) bool { return x.Type == gjson.String && catalogue.EntityID(x.Str) == id }) {
-			n++
+	id := catalogue.EntityID(entity)
+	var ids []string
+	for _, x := range rows {
+		if id == "" || slices.ContainsFunc(gjson.Parse(x.names).Array(), func(v gjson.Result) bool { return v.Type == gjson.String && catalogue.EntityID(v.Str) == id }) {
+			ids = append(ids, x.id)
 		}
 	}
-	return n, nil
+	return ids, nil
 }
 
 // DeadOp is a dead op as its agent is told of it (the edge's note), or a
