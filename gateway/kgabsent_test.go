@@ -97,3 +97,33 @@ func TestAnAddHeldByAnothersFactSaysWhoseAndThatItsDatesWereNotKept(t *testing.T
 		t.Errorf("alpha's own add sent again: %v %v; want a plain success", res, rpc)
 	}
 }
+
+// A KG write that would open a fact whose subject, predicate or object
+// holds an invisible character (a zero-width space, a Hangul filler) is
+// refused as written, as wing, room and agent names are: every --kg
+// device reads every fact, and "service_x" with a zero-width space lists
+// as "service_x" (attack99 F11). A fact so named filed before the rule
+// (around the gateway here) is still ended.
+func TestAFactNameWithAnInvisibleCharacterIsRefused(t *testing.T) {
+	g := newGWAt(t, []Device{{ID: "beta", Label: "beta", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"}}, startFake(t))
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"kg_add", map[string]any{"subject": "service_x\u200b", "predicate": "runs_on", "object": "evil_host"}},
+		{"kg_add", map[string]any{"subject": "service_x", "predicate": "runs\u3164on", "object": "evil_host"}},
+		{"kg_add", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "evil_host\u2060"}},
+		{"kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "\ufeffhost_2"}},
+	} {
+		_, rpc, _ := g.call(g.tokens["beta"], c.tool, c.args)
+		if rpc == nil || rpc["code"] != -32602.0 || !strings.Contains(str(rpc["message"]), "invisible character") {
+			t.Errorf("%s %v: %v; want refused -32602 naming the invisible character", c.tool, c.args, rpc)
+		}
+	}
+	if current := currentObjects(t, g, "beta", "service_x"); len(current) != 0 {
+		t.Errorf("refused writes filed %v", current)
+	}
+	odd := map[string]any{"subject": "svc_y", "predicate": "uses", "object": "db\u200b"}
+	upCallHTTP(g, "mempalace_kg_add", odd)
+	g.mustKG("beta", "kg_invalidate", odd)
+}

@@ -337,6 +337,29 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 			return bad
 		}
 	}
+	return invisibleFactName(t, args)
+}
+
+// factNames are the arguments naming the fact a KG write opens: its
+// subject, predicate and object (a supersede's new one). An end's object
+// is not among them: a fact filed before the rule is still ended.
+var factNames = map[string][]string{"kg_add": {"subject", "predicate", "object"}, "kg_supersede": {"subject", "predicate", "new_object"}}
+
+// invisibleFactName refuses a KG write that would open a fact whose
+// subject, predicate or object holds a character refused in labels,
+// agent names, wings and rooms as invisible (firstInvisible): every --kg
+// device reads every fact, and "service_x" with a zero-width space listed
+// beside "service_x" as the same name (attack99 F11).
+func invisibleFactName(t catalogue.Tool, args map[string]any) *badRequest {
+	for _, k := range factNames[t.Name] {
+		if r, bad := firstInvisible(str(args[k])); bad {
+			shown := fmt.Sprintf("%+q", str(args[k]))
+			if len(str(args[k])) > maxField {
+				shown = fmt.Sprintf("its value (%d bytes)", len(str(args[k])))
+			}
+			return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s': %s holds a control, zero-width or other invisible character (U+%04X), which shows one fact's name as another's; no device files a fact so named (fix: remove it)", k, shown, r)}
+		}
+	}
 	return nil
 }
 
