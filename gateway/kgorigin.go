@@ -64,9 +64,12 @@ func heldNote(d *Device, args map[string]any, kept string, st provenance.Stamp, 
 	if stamped && st.Device == d.ID && (asked == "" || asked == kept) && to == "" {
 		return nil
 	}
-	whose := "of unknown origin (filed around the gateway, or its add's answer lost)"
-	if stamped {
-		whose = fmt.Sprintf("device %s's (label %s)", st.Device, st.Label)
+	whose, fix := "of unknown origin (filed around the gateway, or its add's answer lost)", "end it (any --kg write device may), then add it again"
+	switch {
+	case stamped && st.Device == d.ID:
+		whose, fix = "this device's own", "supersede it, or end it and add it again"
+	case stamped:
+		whose, fix = fmt.Sprintf("device %s's (label %s)", st.Device, st.Label), "an admin device may end it, after which this add, made again, files this device's own"
 	}
 	since := "with no start date"
 	if kept != "" {
@@ -77,7 +80,7 @@ func heldNote(d *Device, args map[string]any, kept string, st provenance.Stamp, 
 		dates = fmt.Sprintf(" (from %s to %s)", cmp.Or(asked, "-"), cmp.Or(to, "-"))
 	}
 	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "note": fmt.Sprintf(
-		"devbox-config gateway: the primary held this fact current already, %s, %s, before this add arrived: nothing was filed, so this add's dates%s were not kept and the fact reads as that writer's; to record this device's dates, supersede or end and re-add the fact", whose, since, dates)}
+		"devbox-config gateway: the primary held this fact current already, %s, %s, before this add arrived: nothing was filed, so this add's dates%s were not kept and the fact reads as that writer's; to record this device's dates: %s", whose, since, dates, fix)}
 }
 
 // sameTriple: the fact f, as kg_query lists it, is subject, predicate
