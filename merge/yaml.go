@@ -109,18 +109,17 @@ func notUTF8(src []byte) error {
 }
 
 // duplicateKey refuses a mapping in n (at path) that names a key twice:
-// Continue's parser ("Map keys must be unique") and Goose's refuse the
-// file, and the splice would edit only one of the two. Keys are compared
-// by tag and value (scalarKey), not text. Keys that are not scalars
-// are not compared; aliases are not followed.
+// Continue's parser ("Map keys must be unique") refuses the file, and the
+// splice would edit only one of the two. Keys are compared as that parser
+// compares them (coreKey), not by text. Keys that are not scalars are not
+// compared; aliases are not followed.
 func duplicateKey(n *yaml.Node, path []string) error {
 	switch n.Kind {
 	case yaml.MappingNode:
-		seen := map[string]*yaml.Node{}
+		seen := map[any]*yaml.Node{}
 		for j := 0; j+1 < len(n.Content); j += 2 {
 			k := n.Content[j]
-			if k.Kind == yaml.ScalarNode {
-				key := scalarKey(k)
+			if key, ok := coreKey(k); ok {
 				if first := seen[key]; first != nil {
 					name := strings.Join(append(slices.Clone(path), k.Value), ".")
 					return &confpos.Error{Line: k.Line, Col: k.Column, What: fmt.Sprintf("%q is named twice (first at line %d), which the harness refuses", name, first.Line),
@@ -140,22 +139,6 @@ func duplicateKey(n *yaml.Node, path []string) error {
 		}
 	}
 	return nil
-}
-
-// scalarKey is the key k is to YAML: its resolved tag and value, so 1
-// and "1" differ while ~ and null, or 0x1 and 1, are the same key. The
-// library's own unique-keys check compares the text, so it cannot tell.
-// A merge key (<<) is the string "<<", as YAML 1.2 (Continue's yaml)
-// reads it: two of them are one key named twice (attack98 F2).
-func scalarKey(k *yaml.Node) string {
-	if t := k.ShortTag(); t == "!!str" || t == "!!merge" { // a string key is its text: no decode
-		return "!!str\x00" + k.Value
-	}
-	var v any
-	if err := k.Decode(&v); err != nil {
-		return k.ShortTag() + "\x00" + k.Value // a value its tag cannot hold: compare the text
-	}
-	return fmt.Sprintf("%s\x00%v", k.ShortTag(), v)
 }
 
 // versionAsComment is src with a %YAML 1.x directive of its prologue (the

@@ -276,28 +276,3 @@ func TestYAMLDirectives(t *testing.T) {
 		}
 	}
 }
-
-// review30 F4: a key is its tag and value, as YAML (and Continue's and
-// Goose's parsers) see it, not its text.
-func TestYAMLDuplicateKeysAreComparedAsYAMLDoes(t *testing.T) {
-	for _, c := range []struct {
-		keys string
-		dup  bool
-	}{
-		{"  1: one\n  \"1\": also one\n", false},
-		{"  a: one\n  \"a\": two\n", true},
-		{"  ~: one\n  null: two\n", true},
-		{"  0x1: one\n  1: two\n", true},
-		// Continue's yaml 2.x reads 1.2, where << is a plain key and
-		// ~, null, Null, NULL and an empty key are all null (attack98 F2).
-		{"  <<: {a: 1}\n  <<: {b: 2}\n", true},
-		{"  <<: one\n  \"<<\": two\n", true},
-		{"  Null: one\n  NULL: two\n", true},
-		{"  ? \n  : one\n  null: two\n", true},
-	} {
-		_, err := ParseYAML([]byte("models: []\nenv:\n"+c.keys), "name")
-		if dup := err != nil && strings.Contains(err.Error(), "named twice"); dup != c.dup || (err != nil && !dup) {
-			t.Errorf("%q: error %v, want a duplicate: %v", c.keys, err, c.dup)
-		}
-	}
-}
