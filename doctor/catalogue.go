@@ -33,7 +33,7 @@ func Catalogue() []Kind {
 		{[]string{IDEntryCommand}, "§4.1", "a harness's MemPalace entry runs a command that is not there"},
 		{[]string{IDEntryLocalBin}, "§4.1", "an entry's mempalace-mcp is only in ~/.local/bin, not on PATH"},
 		{[]string{IDConfigShadowed}, "§4.1", "a harness config the harness ignores (Amp: settings.json hides settings.jsonc)"},
-		{[]string{IDEntryUnused}, "§4.1", "a setting beside the entry makes the harness not use it (blocked, disabled, shadowed, merged into)"},
+		{[]string{IDEntryUnused}, "§4.1", "a setting beside the entry makes the harness not use it (blocked, disabled, shadowed, merged into), or a project config in or above the cwd replaces it (opencode, Gemini)"},
 		{[]string{IDPiExtensionNoEdge}, "§4.1", "edge mode, but pi's own MemPalace extension keeps pi in remote mode (it has no edge branch)"},
 		{[]string{IDPrimaryUnreachable, IDPrimaryAuth, IDHostPin, IDOriginHeader}, "§6.2", "/healthz, tools/list (401), 403 behind a proxy; behind a gateway: the device's own token"},
 		{[]string{IDGatewayUpstream}, "§6.2", "the gateway's upstream failed"},

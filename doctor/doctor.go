@@ -77,6 +77,10 @@ type Options struct {
 	// Home is the home directory; ~/.mempalace and the harness configs are
 	// found under it.
 	Home string
+	// Dir is the directory the harnesses are started in (the cwd), where
+	// entry-unused looks for project configs that replace the entry ("":
+	// not looked at).
+	Dir string
 	// HomeFromFlag ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR (as
 	// render --home does).
 	HomeFromFlag bool

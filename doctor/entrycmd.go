@@ -156,11 +156,13 @@ const IDEntryUnused = "entry-unused"
 // (render.Ignored, the record's Ignores and MergedFrom) for the rung the
 // environment asks for: a Claude Code local-scope entry or disabled
 // project, a Gemini CLI allow- or exclude-list, a pi-mcp-adapter shared
-// file leaking fields. The harness shows the entry blocked, disabled or
-// replaced, and render's "updated" alone does not say so.
+// file leaking fields; and a project config in or above opts.Dir that
+// replaces the entry (projectEntries). The harness shows the entry
+// blocked, disabled or replaced, and render's "updated" alone does not say
+// so.
 func CheckEntryUnused(opts Options, st State) []Finding {
 	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
-	var out []Finding
+	out := projectEntries(opts)
 	for _, rec := range harness.All() {
 		if len(rec.Ignores) == 0 && rec.MergedFrom == "" {
 			continue

@@ -117,6 +117,9 @@ func (dc *doctorCmd) run() error {
 		return err
 	}
 	opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+	if wd, err := os.Getwd(); err == nil { // a cwd gone: no project configs to look at
+		opts.Dir = wd
+	}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		opts.Names = append(opts.Names, name)
