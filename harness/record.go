@@ -203,6 +203,10 @@ type Record struct {
 	// cannot (the entry names the variable, or the remote rung bridges).
 	EnvRef  string
 	Entries Entries
+	// Was are entries earlier versions of render wrote where Entries
+	// differs: one its harness saved with its references expanded (Gemini
+	// CLI's and Qwen Code's settings saves) is still recognised as render's.
+	Was []Entries
 	// Schema is the "$schema" value a file render creates starts with (the
 	// harness would insert it itself, rewriting the file). An existing
 	// file never gets it from render: every byte outside the entry stays.
@@ -229,12 +233,13 @@ type Record struct {
 	FixedEnv bool
 	// Redacts matches the names the harness removes from a stdio server's
 	// inherited environment unless the entry's env sets them (Gemini CLI's
-	// sanitizeEnvironment); nil when it removes none by name. The edge
-	// entry hands back each ServerVars name it matches as HandBack.
+	// sanitizeEnvironment); nil when it removes none by name. Its entries
+	// that start bridge or edge set MEMPALACE_ENV_FROM_PARENT=1.
 	Redacts *regexp.Regexp
 	// HandBack is the harness's reference to a variable in a stdio
 	// server's env, as a fmt format with one %s, that expands to its value
-	// from the harness's environment, or to "" when it is unset.
+	// from the harness's environment, or to "" when it is unset (an
+	// earlier edge entry's: Was).
 	HandBack string
 	// Traps are what bit, for docs/harnesses.md and the reader.
 	Traps []string

@@ -121,13 +121,17 @@ func build() []Record {
 			Redacts: geminiRedacts, HandBack: geminiRef,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
-				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
-				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "gemini"` + handBack(geminiRedacts, geminiRef) + `}}`,
+				Remote:   `{"command": "devbox-config", "args": ["bridge"], "env": {"MEMPALACE_ENV_FROM_PARENT": "1"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "gemini", "MEMPALACE_ENV_FROM_PARENT": "1"}}`,
 			},
+			Was: []Entries{{
+				Remote: `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:   `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "gemini"` + handBack(geminiRedacts, geminiRef) + `}}`,
+			}},
 			Traps: []string{
-				"removes from a stdio server's environment every variable whose name matches TOKEN, KEY, CERT, AUTH, SECRET, … unless the entry sets it: the edge entry hands back each ServerVars name that matches as ${NAME:-} (expanded from Gemini's environment at load; \"\" when unset)",
-				"also removes a variable whose value looks like a secret (a URL with a password, a JWT), and under GitHub Actions nearly all",
-				"expands an entry's env value once more when it starts the server: in a handed-back value, $NAME is replaced (a$b-c arrives as a-c)",
+				"expands ${NAME} and ${NAME:-} in settings.json when it loads it, and its own saves (`gemini mcp add`, `gemini mcp remove`, …) write the expanded text back: a reference to the token in the entry would put the token's value in the file (0644). So no entry references a secret: the remote rung is `devbox-config bridge`, and bridge and edge read the MEMPALACE_* variables they lack from Gemini's own environment (MEMPALACE_ENV_FROM_PARENT=1); an entry an older render wrote that Gemini saved expanded gets its references back, with a warning, and the file is made owner-only",
+				"removes from a stdio server's environment every variable whose name matches TOKEN, KEY, CERT, AUTH, SECRET, … unless the entry sets it, and a variable whose value looks like a secret (a URL with a password, a JWT), and under GitHub Actions nearly all: MEMPALACE_ENV_FROM_PARENT=1 has bridge and edge read those from Gemini's environment (its environment at start: a MEMPALACE_* variable only in Gemini's own .env file does not reach them)",
+				"starts no MCP server at all, HTTP or stdio, in a folder it does not trust",
 			},
 			Ignores: []Ignore{
 				{Path: []string{"mcp", "allowed"}, When: Omits, Fold: true,
@@ -194,11 +198,13 @@ func build() []Record {
 			Format:   CommentedJSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
-				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Remote:   `{"command": "devbox-config", "args": ["bridge"]}`,
 				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "qwen"}}`,
 			},
+			Was: []Entries{{Remote: `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`}},
 			Traps: []string{
 				"Gemini CLI's fork: the same shape, and it rewrites settings.json itself once (adds \"$version\", keeps comments)",
+				"like Gemini it expands ${NAME} when it loads settings.json and its own saves (`qwen mcp add`, `qwen mcp remove`, …) write the expanded text back: the remote rung is `devbox-config bridge`, which reads the token from the environment, so no entry references it; an entry an older render wrote that Qwen saved expanded gets its reference back, with a warning, and the file is made owner-only",
 				"unlike Gemini it passes a stdio server its whole environment (only its own QWEN_* secrets removed) and has no ${NAME:-default}: the edge entry names no variable",
 			},
 		},
