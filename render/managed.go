@@ -152,6 +152,9 @@ type decision struct {
 	hasRec      bool
 	oldProposed []byte // the .proposed sidecar as read (nil: none)
 	warnings    []string
+	// expanded: the live entry is render's with its references expanded
+	// by the harness's own save (unexpand), decided on as render's.
+	expanded *expansion
 }
 
 // decide reads the record and the .proposed sidecar and decides, from the
@@ -211,10 +214,41 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 			recFP = liveFP
 		}
 	}
+	if recFP != "" && recFP != liveFP {
+		live = d.unexpand(m.rec, live, liveFP)
+	}
 	if d.action, err = merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim}); err != nil {
 		return d, fmt.Errorf("%s: %v", m.file, err)
 	}
+	d.settleExpanded(m)
 	return d, nil
+}
+
+// unexpand is live, or, when the harness saved the entry render recorded
+// with its references expanded, that entry with them back (d.expanded).
+func (d *decision) unexpand(rec harness.Record, live []byte, liveFP string) []byte {
+	x, ok := unexpand(rec, ladder.Mode(d.rec.Mode), live, func(entry []byte) bool {
+		fp, err := fingerprint.Of(entry)
+		return err == nil && fp != liveFP && (fp == d.rec.Fingerprint || fp == d.rec.Pending)
+	})
+	if !ok {
+		return live
+	}
+	d.expanded = &x
+	return x.entry
+}
+
+// settleExpanded: an entry the harness saved expanded is rewritten even
+// when the environment's value is the one recorded (the references are
+// back only in the file render writes), with the warning that says so.
+func (d *decision) settleExpanded(m managed) {
+	if d.expanded == nil {
+		return
+	}
+	if d.action == merge.Unchanged {
+		d.action = merge.Replace
+	}
+	d.warnings = append(d.warnings, d.expanded.warning(m.file, m.rec.Title, d.action == merge.Remove))
 }
 
 // UnreadableRecordFix is the way out of an unreadable record (render's
@@ -349,7 +383,8 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 		newRecord.Created, newRecord.Was = m.before(f)
 	}
 	if !bytes.Equal(edited, f.data) {
-		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true, format: m.rec.Format, ours: ours(m.desired)}
+		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true, format: m.rec.Format, ours: ours(m.desired),
+			secret: d.expanded != nil && len(d.expanded.secrets) > 0}
 		if d.action != merge.Unchanged {
 			// The managed value changes: record it as pending first.
 			c.PendingState, c.StatePath = d.pending(m.rec.Name, newRecord).Marshal(), d.statePath

@@ -87,6 +87,9 @@ type Change struct {
 	// own: the file is render's own (a .proposed, the record), written
 	// with System.WriteOwn, never through a link.
 	own bool
+	// secret: Old held a secret a harness's save put there (unexpand), so
+	// the file and its backup are made readable by their owner only.
+	secret bool
 	// format is the file's, and ours the values render writes in it: Diff
 	// prints those, and hides every other value of the file (mask).
 	format harness.Format
@@ -318,7 +321,11 @@ func apply(opts Options, changes []Change) error {
 			continue
 		}
 		if c.Backup && c.Old != nil {
-			if err := writeBackup(opts.Sys, c.Real, c.Old, copyPerm(opts.Env, c.Perm, c.Old), now); err != nil {
+			perm := copyPerm(opts.Env, c.Perm, c.Old)
+			if c.secret {
+				perm &= ownerOnly
+			}
+			if err := writeBackup(opts.Sys, c.Real, c.Old, perm, now); err != nil {
 				return err
 			}
 		}
@@ -330,6 +337,11 @@ func apply(opts Options, changes []Change) error {
 		if err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
 		}
+		if c.secret {
+			if err := opts.Sys.Narrow(c.Real, ownerOnly); err != nil {
+				return fmt.Errorf("make %s readable by its owner only: %w", c.Path, err)
+			}
+		}
 		if res.InPlace {
 			msg := "wrote the file in place: it is bind-mounted or hard-linked, so it cannot be replaced atomically"
 			if c.Backup && c.Old != nil {
@@ -340,6 +352,9 @@ func apply(opts Options, changes []Change) error {
 	}
 	return nil
 }
+
+// ownerOnly keeps a mode's owner bits: a file that holds a secret.
+const ownerOnly fs.FileMode = 0o700
 
 // copyPerm is the mode of render's copy of a config (a .bak, a .proposed,
 // the record), data, at perm: its owner's only where data holds

@@ -33,6 +33,9 @@ type System interface {
 	// a *filewrite.NotWritableError for an existing file this process's
 	// user could not keep the owner of, so the plan leaves it alone.
 	CheckOwner(name string) error
+	// Narrow narrows the mode of the existing file name to perm
+	// (filewrite.Narrow): never widened.
+	Narrow(name string, perm fs.FileMode) error
 	// WriteOwn replaces one of render's own files (a .proposed, the
 	// record, a backup) as filewrite.Write with filewrite.Owned does: never
 	// through a link (a symlink is refused), never in place.
@@ -89,6 +92,9 @@ func (OS) Remove(name string) error {
 func (o OS) WriteFile(name string, old, data []byte, perm fs.FileMode) (filewrite.Result, error) {
 	return filewrite.Write(name, data, perm, append(o.WriteOptions, filewrite.IfUnchanged(old))...)
 }
+
+// Narrow narrows through filewrite.Narrow.
+func (OS) Narrow(name string, perm fs.FileMode) error { return filewrite.Narrow(name, perm) }
 
 // CheckOwner asks filewrite.CheckOwner.
 func (o OS) CheckOwner(name string) error { return filewrite.CheckOwner(name, o.WriteOptions...) }

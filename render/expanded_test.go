@@ -1,0 +1,168 @@
+package render
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/harness"
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/templates"
+)
+
+// expandedCase is a home where render once wrote rec's entry from src in
+// mode (into a file holding the user's own "mine" server) and the
+// harness then saved the file with each reference replaced by vals'
+// value ("" when not in vals), as Gemini CLI's and Qwen Code's `mcp add`
+// do (attack101 F2).
+func expandedCase(t *testing.T, rec harness.Record, mode ladder.Mode, src string, vals map[string]string) (home, file string) {
+	t.Helper()
+	home = t.TempDir()
+	ref, _ := rec.TokenRef()
+	entry, err := templates.Entry(rec.Name, src, ladder.Settings{Mode: mode, URL: "https://p.example.org/mcp"}, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := fingerprint.Of(entry)
+	saved := string(entry)
+	for _, r := range references(rec) {
+		saved = strings.ReplaceAll(saved, r.text, vals[r.name])
+	}
+	file = rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	body := `{"mcpServers": {"mine": {"command": "mcp-server-memory"}, "mempalace": ` + saved + `}}` + "\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := fingerprint.State{Targets: map[string]fingerprint.Record{rec.Name: {
+		File: filepath.Base(file), Pointer: "/mcpServers/mempalace", Fingerprint: fp, Mode: string(mode), Inserted: true}}}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(file), fingerprint.StateFile), state.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home, file
+}
+
+var (
+	remoteVars = map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "tok-current"}
+	edgeVars   = map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "tok-current", "MEMPALACE_EDGE": "1"}
+)
+
+// An entry render wrote, saved by its harness with the references
+// expanded, is render's: whatever the literal (the current token, a
+// rotated one, an embedding key, ""), the next start puts the entry the
+// environment says back with no secret in the file, says the harness's
+// save did it (not "your edit"), and makes the file and its backup
+// owner-only when a secret was in it (the mode stays when only "" was).
+// Before, every start kept the token in a 0644 file as "your edit".
+func TestAnEntryTheHarnessSavedExpandedIsRendersAgain(t *testing.T) {
+	gemini, _ := harness.ByName(TargetGemini)
+	qwen, _ := harness.ByName("qwen")
+	claude, _ := harness.ByName(TargetClaudeCode)
+	for _, c := range []struct {
+		name    string
+		rec     harness.Record
+		mode    ladder.Mode
+		src     string
+		vals    map[string]string
+		env     map[string]string
+		secrets string // "" : only "" was in the file
+	}{
+		{"gemini's old remote entry, the current token", gemini, ladder.Remote, gemini.Was[0].Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-current"}, remoteVars, "MEMPALACE_REMOTE_TOKEN"},
+		{"gemini's old remote entry, a rotated token", gemini, ladder.Remote, gemini.Was[0].Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-rotated-away"}, remoteVars, "MEMPALACE_REMOTE_TOKEN"},
+		{"gemini's old edge entry, an embedding key", gemini, ladder.Edge, gemini.Was[0].Edge, map[string]string{"MEMPALACE_EMBEDDING_API_KEY": "sk-attack101-secret"}, edgeVars, "MEMPALACE_EMBEDDING_API_KEY"},
+		{"gemini's old edge entry, every value empty", gemini, ladder.Edge, gemini.Was[0].Edge, nil, edgeVars, ""},
+		{"qwen's old remote entry", qwen, ladder.Remote, qwen.Was[0].Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-current"}, remoteVars, "MEMPALACE_REMOTE_TOKEN"},
+		{"claude code's remote entry of today", claude, ladder.Remote, claude.Entries.Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-current"}, remoteVars, "MEMPALACE_REMOTE_TOKEN"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home, file := expandedCase(t, c.rec, c.mode, c.src, c.vals)
+			o := opts(home, c.env)
+			o.Targets = []string{c.rec.Name}
+			res, _, err := Run(o, false)
+			if err != nil || len(res) != 1 {
+				t.Fatalf("render: %v %+v", err, res)
+			}
+			got, _ := os.ReadFile(file)
+			for _, v := range c.vals {
+				if v != "" && strings.Contains(string(got), v) {
+					t.Errorf("%s: the literal %q is still in the file:\n%s", res[0].Action, v, got)
+				}
+			}
+			want, _ := templates.Entry(c.rec.Name, c.rec.Entries.For(c.mode), ladder.Settings{Mode: c.mode, URL: "https://p.example.org/mcp"}, mustRef(c.rec))
+			if entry, _ := Entry(c.rec, file); !sameJSON(entry, want) || res[0].Kept() {
+				t.Errorf("%s: the entry is %s, want the environment's %s", res[0].Action, entry, want)
+			}
+			warn := strings.Join(res[0].Warnings, "\n")
+			if !strings.Contains(warn, c.rec.Title+" saved this file") || !strings.Contains(warn, "not your edit") || !strings.Contains(warn, c.secrets) {
+				t.Errorf("the warning does not name %s's save as the cause (and %q): %q", c.rec.Title, c.secrets, warn)
+			}
+			wantMode := os.FileMode(0o644)
+			if c.secrets != "" {
+				wantMode = 0o600
+			}
+			if fi, _ := os.Stat(file); fi.Mode().Perm() != wantMode {
+				t.Errorf("the file's mode is %04o, want %04o", fi.Mode().Perm(), wantMode)
+			}
+			baks, _ := filepath.Glob(file + ".bak.*")
+			if len(baks) != 1 {
+				t.Errorf("%d backups, want 1", len(baks))
+			}
+			for _, b := range baks {
+				if fi, _ := os.Stat(b); fi.Mode().Perm() != wantMode {
+					t.Errorf("the backup %s holding the old text has mode %04o, want %04o", b, fi.Mode().Perm(), wantMode)
+				}
+			}
+			if again, _, _ := Run(o, false); again[0].Action != "unchanged" || len(again[0].Warnings) != 0 {
+				t.Errorf("the next start: %s %q", again[0].Action, again[0].Warnings)
+			}
+		})
+	}
+}
+
+// Opting out removes an entry the harness saved expanded, as it removes
+// render's own: the token does not stay in the file after the opt-out.
+func TestOptOutRemovesAnEntryTheHarnessSavedExpanded(t *testing.T) {
+	for _, name := range []string{TargetGemini, "qwen"} {
+		rec, _ := harness.ByName(name)
+		home, file := expandedCase(t, rec, ladder.Remote, rec.Was[0].Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-rotated-away"})
+		res, _, err := Run(opts(home, nil), false)
+		if err != nil || len(res) == 0 {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(file)
+		if strings.Contains(string(got), "tok-rotated-away") || strings.Contains(string(got), harness.Server) || !strings.Contains(string(got), "mine") {
+			t.Errorf("%s after the opt-out:\n%s", name, got)
+		}
+	}
+}
+
+// Anything more than references replaced by literals is the user's edit,
+// kept as before: a header added beside the expanded token.
+func TestAnEditBesideTheExpansionIsStillTheUsers(t *testing.T) {
+	rec, _ := harness.ByName(TargetGemini)
+	home, file := expandedCase(t, rec, ladder.Remote, rec.Was[0].Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-current"})
+	b, _ := os.ReadFile(file)
+	edited := strings.Replace(string(b), `"headers": {`, `"headers": {"X-Mine": "1", `, 1)
+	os.WriteFile(file, []byte(edited), 0o644)
+	o := opts(home, remoteVars)
+	o.Targets = []string{rec.Name}
+	res, _, _ := Run(o, false)
+	if res[0].Action != "kept-user-edit" {
+		t.Errorf("an edit beside the expansion: %s, want kept-user-edit", res[0].Action)
+	}
+}
+
+func mustRef(rec harness.Record) string { ref, _ := rec.TokenRef(); return ref }
+
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return string(ja) == string(jb)
+}
