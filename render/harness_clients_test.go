@@ -507,3 +507,54 @@ func TestGeminiAndQwenHandTheEdgeChildItsKeys(t *testing.T) {
 		})
 	}
 }
+
+// Gemini CLI and Qwen Code save settings.json with every ${VAR} expanded
+// on their own `mcp add` (attack101 F2). Today's entries reference no
+// variable, so the user's `mcp add` leaves no token in the file and the
+// entry stays render's; an entry an older render wrote, with the token's
+// reference, comes out of `mcp add` with the token in it, and the next
+// render takes it back out (the CLI still lists the entry, connected).
+func TestGeminiAndQwenMcpAddLeavesNoTokenInTheFile(t *testing.T) {
+	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
+	for _, c := range []struct{ target, bin string }{{TargetGemini, "gemini"}, {"qwen", "qwen"}} {
+		rec, _ := harness.ByName(c.target)
+		for _, old := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, entry of an older render %v", c.bin, old), func(t *testing.T) {
+				bin := realClient(t, c.bin)
+				r := newClientRig(t)
+				r.h.Setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
+				remote := r.rungs()[1]
+				file := filepath.Join(r.h.Dir, rec.Location.Dir, rec.Location.Write[0])
+				if old {
+					renderedOnce(t, r.h.Dir, rec, ladder.Remote, rec.Was[0].Remote, func(e string) string { return e })
+				} else {
+					r.render(t, c.target, remote)
+				}
+				for k, v := range remote.env {
+					r.h.Setenv(k, v)
+				}
+				if out, errOut, err := r.h.Run(t, 120*time.Second, bin, "mcp", "add", "-s", "user", "added-x", "mcp-server-memory"); err != nil {
+					t.Fatalf("%s mcp add: %v\n%s%s", c.bin, err, out, errOut)
+				}
+				saved, _ := os.ReadFile(file)
+				if old != strings.Contains(string(saved), clientToken) {
+					t.Fatalf("%s mcp add (older entry %v) saved the token %v, which this test expects of it:\n%s", c.bin, old, !old, saved)
+				}
+				res := r.render(t, c.target, remote)
+				if old != strings.Contains(strings.Join(res.Warnings, "\n"), rec.Title+" saved this file") {
+					t.Errorf("render after %s mcp add: %s %q", c.bin, res.Action, res.Warnings)
+				}
+				testbed.NoFileContains(t, r.h.Dir, clientToken)
+				if fi, _ := os.Stat(file); old && fi.Mode().Perm()&0o077 != 0 {
+					t.Errorf("%s held the token and is still mode %04o", file, fi.Mode().Perm())
+				}
+				counts := r.primaryCounts(t)
+				out, errOut, _ := r.h.Run(t, 120*time.Second, bin, "mcp", "list")
+				if !regexp.MustCompile(`(?m)mempalace: .* - Connected`).MatchString(testbedPlain(out+errOut)) || !strings.Contains(out+errOut, "added-x") {
+					t.Fatalf("%s mcp list after render:\n%s%s", c.bin, out, errOut)
+				}
+				r.checkPrimary(t, remote, counts)
+			})
+		}
+	}
+}

@@ -383,8 +383,11 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 		newRecord.Created, newRecord.Was = m.before(f)
 	}
 	if !bytes.Equal(edited, f.data) {
-		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true, format: m.rec.Format, ours: ours(m.desired),
-			secret: d.expanded != nil && len(d.expanded.secrets) > 0}
+		// A file a harness's save put a secret in gets no backup: the
+		// secret would stay in it, and the user's text is all in the new
+		// file (only render's entry changes).
+		secret := d.expanded != nil && len(d.expanded.secrets) > 0
+		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: !secret, format: m.rec.Format, ours: ours(m.desired), secret: secret}
 		if d.action != merge.Unchanged {
 			// The managed value changes: record it as pending first.
 			c.PendingState, c.StatePath = d.pending(m.rec.Name, newRecord).Marshal(), d.statePath

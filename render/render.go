@@ -88,7 +88,7 @@ type Change struct {
 	// with System.WriteOwn, never through a link.
 	own bool
 	// secret: Old held a secret a harness's save put there (unexpand), so
-	// the file and its backup are made readable by their owner only.
+	// the file is made readable by its owner only (and gets no backup).
 	secret bool
 	// format is the file's, and ours the values render writes in it: Diff
 	// prints those, and hides every other value of the file (mask).
@@ -321,11 +321,7 @@ func apply(opts Options, changes []Change) error {
 			continue
 		}
 		if c.Backup && c.Old != nil {
-			perm := copyPerm(opts.Env, c.Perm, c.Old)
-			if c.secret {
-				perm &= ownerOnly
-			}
-			if err := writeBackup(opts.Sys, c.Real, c.Old, perm, now); err != nil {
+			if err := writeBackup(opts.Sys, c.Real, c.Old, copyPerm(opts.Env, c.Perm, c.Old), now); err != nil {
 				return err
 			}
 		}
