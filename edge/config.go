@@ -3,7 +3,9 @@ package edge
 import (
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/ladder"
@@ -26,6 +28,10 @@ type Config struct {
 	ChildStderr io.Writer
 	// Palace is the palace directory; the edge's state lives in Palace/edge.
 	Palace string
+	// OptedIn says what shows this edge was meant to replicate (OptedIn):
+	// without a primary it then warns that this session's writes stay
+	// local. "" in R1.
+	OptedIn string
 	// Agent, OriginDevice, OriginLabel stamp provenance on replicated
 	// writes: only values the ladder accepted.
 	Agent, OriginDevice, OriginLabel string
@@ -147,6 +153,25 @@ func (c Config) StateDir() string { return filepath.Join(c.Palace, "edge") }
 
 // PassThrough reports R1 mode: no primary, a transparent proxy to the child.
 func (c Config) PassThrough() bool { return c.PrimaryURL == "" }
+
+// OptedIn is what shows an edge was started to replicate: render's edge
+// entry (MEMPALACE_EDGE_HARNESS set), or an edge/ outbox in the palace of
+// a process given some MEMPALACE_* variable (environ); "" for neither, as
+// in R1, with no MEMPALACE_* at all.
+func OptedIn(s ladder.EdgeSettings, environ []string) string {
+	if s.Harness != "" {
+		return "it was started from render's edge entry (" + ladder.EnvEdgeHarness + "=" + s.Harness + ")"
+	}
+	if fi, err := os.Stat(filepath.Join(s.Palace, "edge")); err != nil || !fi.IsDir() {
+		return "" // no outbox: nothing says this palace replicates
+	}
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "MEMPALACE_") {
+			return "the palace " + s.Palace + " has the edge/ outbox of a replicating edge"
+		}
+	}
+	return ""
+}
 
 // ConfigFrom builds the edge's configuration from the ladder's settings.
 // token is the primary's token source (ladder.TokenSource); childEnv the

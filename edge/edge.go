@@ -175,6 +175,17 @@ func (e *Edge) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// announcePassThrough says on stderr that the edge has no primary: at
+// INFO in R1, at WARN where it was meant to replicate (Config.OptedIn), a
+// harness that lost the variables: nothing queues these writes.
+func (e *Edge) announcePassThrough() {
+	if e.cfg.OptedIn == "" {
+		e.log.Info("no MEMPALACE_REMOTE_URL: transparent pass-through to the local palace (no files, no network)")
+		return
+	}
+	e.log.Warn("no MEMPALACE_REMOTE_URL, although " + e.cfg.OptedIn + ": this session's writes go to the local palace only and will not be replicated, not even later (fix: restart the harness with the MEMPALACE_* variables of .env in its environment; to send what this session wrote, run `devbox-config join`)")
+}
+
 // Serve runs the edge on an agent connection until the agent closes it
 // or ctx ends. ctx ending (SIGTERM, SIGINT) stops the edge in order with
 // the agent's input still open (stopInOrder); what the edge runs lives on
@@ -194,7 +205,7 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	defer haltFlush()
 	var wg sync.WaitGroup
 	if e.cfg.PassThrough() {
-		e.log.Info("no MEMPALACE_REMOTE_URL: transparent pass-through to the local palace (no files, no network)")
+		e.announcePassThrough()
 	} else {
 		e.start(ctx, flushCtx, &wg)
 	}

@@ -31,7 +31,9 @@ func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
 	for _, w := range warns {
 		log.Warn(w.String()) // "VAR: what (fix: how)", as render says it
 	}
-	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(environ, s.Palace), version, log), log, nil
+	cfg := edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(environ, s.Palace), version, log)
+	cfg.OptedIn = edge.OptedIn(s, environ)
+	return cfg, log, nil
 }
 
 const edgeHelp = `edge is what the harness runs as its mempalace MCP server when MEMPALACE_EDGE=1.
@@ -43,7 +45,9 @@ MEMPALACE_REMOTE_URL (bearer MEMPALACE_REMOTE_TOKEN, read from the environment
 only); reads merge both. With the primary down it answers from the local palace
 and marks results degraded; tools never vanish. Without MEMPALACE_REMOTE_URL it
 is a transparent pass-through to the child that creates no file and opens no
-socket.
+socket; started from render's edge entry (MEMPALACE_EDGE_HARNESS set), or on a
+palace with an edge/ outbox, it warns that the session's writes will not be
+replicated.
 
 Also read: MEMPALACE_PALACE_PATH (the local palace; set it in edge mode),
 MEMPALACE_EDGE_TIMEOUT (every call to the primary, default 10s),
