@@ -166,15 +166,8 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 		return d, &confpos.Error{File: m.file, Line: dup.Line, Col: dup.Column, What: fmt.Sprintf("%q is named twice; nothing written", dup.Path),
 			Fix: "keep one, merging the two by hand; then run render again"}
 	}
-	if in, ok := f.doc.(interface {
-		Indirect(path ...string) *confpos.Error
-	}); ok {
-		if e := in.Indirect(m.pointer...); e != nil {
-			name := m.pointer[len(m.pointer)-1]
-			return d, &confpos.Error{File: m.file, Line: e.Line, Col: e.Col,
-				What: fmt.Sprintf("the %s entry comes through a YAML alias or merge key here (*name, <<:), which render neither edits nor reads as the entry; nothing written", name),
-				Fix:  fmt.Sprintf("write the %s entry out in full under %s, without an alias or <<:, so render sees it (render then keeps yours and proposes its own beside it); then run render again", name, strings.Join(m.pointer[:len(m.pointer)-1], "."))}
-		}
+	if err := m.indirect(f); err != nil {
+		return d, err
 	}
 	live, err := f.doc.Get(m.pointer...)
 	if err != nil {
@@ -222,6 +215,25 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 	}
 	d.settleExpanded(m)
 	return d, nil
+}
+
+// indirect refuses an entry a YAML document reaches through an alias or
+// a merge key, which render neither edits nor reads as the entry.
+func (m managed) indirect(f loaded) error {
+	in, ok := f.doc.(interface {
+		Indirect(path ...string) *confpos.Error
+	})
+	if !ok {
+		return nil
+	}
+	e := in.Indirect(m.pointer...)
+	if e == nil {
+		return nil
+	}
+	name := m.pointer[len(m.pointer)-1]
+	return &confpos.Error{File: m.file, Line: e.Line, Col: e.Col,
+		What: fmt.Sprintf("the %s entry comes through a YAML alias or merge key here (*name, <<:), which render neither edits nor reads as the entry; nothing written", name),
+		Fix:  fmt.Sprintf("write the %s entry out in full under %s, without an alias or <<:, so render sees it (render then keeps yours and proposes its own beside it); then run render again", name, strings.Join(m.pointer[:len(m.pointer)-1], "."))}
 }
 
 // unexpand is live, or, when the harness saved the entry render recorded
