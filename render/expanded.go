@@ -22,11 +22,15 @@ type expansion struct {
 	secrets, blanks []string
 }
 
-// unexpand recognises live as an entry render wrote for rec in mode (the
-// template of today or of an earlier version, Record.Was) whose only
-// differences from it are references replaced by literals, whatever their
-// values: ours says whether the entry with the references back has the
-// record's fingerprint. ok is false for anything else.
+// unexpand recognises live as an entry an earlier render wrote for rec in
+// mode (Record.Was: only harnesses whose own saves expand references have
+// one) whose only differences from it are references replaced by
+// literals, whatever their values: ours says whether the entry with the
+// references back has the record's fingerprint. ok is false for anything
+// else, and always for a harness that never saves expanded text: there a
+// literal where render wrote a reference is the user's own edit (a token
+// pasted for an app that does not see the variable), kept as before
+// (review32 R1).
 func unexpand(rec harness.Record, mode ladder.Mode, live []byte, ours func(entry []byte) bool) (x expansion, ok bool) {
 	l, err := decodeNumbers(live)
 	if err != nil || l == nil {
@@ -34,7 +38,7 @@ func unexpand(rec harness.Record, mode ladder.Mode, live []byte, ours func(entry
 	}
 	ref, _ := rec.TokenRef()
 	refs := references(rec)
-	for _, e := range append([]harness.Entries{rec.Entries}, rec.Was...) {
+	for _, e := range rec.Was {
 		src := e.For(mode)
 		if src == "" {
 			continue

@@ -70,7 +70,6 @@ var (
 func TestAnEntryTheHarnessSavedExpandedIsRendersAgain(t *testing.T) {
 	gemini, _ := harness.ByName(TargetGemini)
 	qwen, _ := harness.ByName("qwen")
-	claude, _ := harness.ByName(TargetClaudeCode)
 	for _, c := range []struct {
 		name    string
 		rec     harness.Record
@@ -85,7 +84,6 @@ func TestAnEntryTheHarnessSavedExpandedIsRendersAgain(t *testing.T) {
 		{"gemini's old edge entry, an embedding key", gemini, ladder.Edge, gemini.Was[0].Edge, map[string]string{"MEMPALACE_EMBEDDING_API_KEY": "sk-attack101-secret"}, edgeVars, "MEMPALACE_EMBEDDING_API_KEY"},
 		{"gemini's old edge entry, every value empty", gemini, ladder.Edge, gemini.Was[0].Edge, nil, edgeVars, ""},
 		{"qwen's old remote entry", qwen, ladder.Remote, qwen.Was[0].Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-current"}, remoteVars, "MEMPALACE_REMOTE_TOKEN"},
-		{"claude code's remote entry of today", claude, ladder.Remote, claude.Entries.Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-current"}, remoteVars, "MEMPALACE_REMOTE_TOKEN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home, file := expandedCase(t, c.rec, c.mode, c.src, c.vals)
@@ -170,4 +168,29 @@ func sameJSON(a, b []byte) bool {
 	ja, _ := json.Marshal(x)
 	jb, _ := json.Marshal(y)
 	return string(ja) == string(jb)
+}
+
+// A literal where render wrote a reference, in a harness whose own saves
+// never expand references (Claude Code), is the user's edit: a token
+// pasted for an app that does not see the variable stays, as before the
+// Gemini/Qwen fix, with its "kept your edit" warning, and opting out keeps
+// it too (review32 R1: the fix had rewritten it, and the app lost its
+// login).
+func TestALiteralTokenPastedIntoAnotherHarnessStaysTheUsers(t *testing.T) {
+	claude, _ := harness.ByName(TargetClaudeCode)
+	home, file := expandedCase(t, claude, ladder.Remote, claude.Entries.Remote, map[string]string{"MEMPALACE_REMOTE_TOKEN": "tok-pasted"})
+	for _, env := range []map[string]string{remoteVars, nil} {
+		o := opts(home, env)
+		o.Targets = []string{claude.Name}
+		res, _, err := Run(o, false)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("render: %v %+v", err, res)
+		}
+		if got, _ := os.ReadFile(file); !strings.Contains(string(got), "tok-pasted") {
+			t.Errorf("%s (env %v): the user's pasted token is gone:\n%s", res[0].Action, env != nil, got)
+		}
+		if warn := strings.Join(res[0].Warnings, "\n"); strings.Contains(warn, "not your edit") {
+			t.Errorf("the warning calls the user's edit the harness's save: %q", warn)
+		}
+	}
 }
