@@ -208,7 +208,7 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 		}
 	}
 	if recFP != "" && recFP != liveFP {
-		live = d.unexpand(m.rec, live, liveFP)
+		live = d.unexpand(m.rec, live, recFP)
 	}
 	if d.action, err = merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim}); err != nil {
 		return d, fmt.Errorf("%s: %v", m.file, err)
@@ -237,11 +237,14 @@ func (m managed) indirect(f loaded) error {
 }
 
 // unexpand is live, or, when the harness saved the entry render recorded
-// with its references expanded, that entry with them back (d.expanded).
-func (d *decision) unexpand(rec harness.Record, live []byte, liveFP string) []byte {
+// (recFP, the fingerprint merge.Decide compares with) with its references
+// expanded, that entry with them back (d.expanded). Only recFP counts: a
+// match on another recorded value would be decided on as the user's edit
+// while the warning said it was rewritten (review32 R6).
+func (d *decision) unexpand(rec harness.Record, live []byte, recFP string) []byte {
 	x, ok := unexpand(rec, ladder.Mode(d.rec.Mode), live, func(entry []byte) bool {
 		fp, err := fingerprint.Of(entry)
-		return err == nil && fp != liveFP && (fp == d.rec.Fingerprint || fp == d.rec.Pending)
+		return err == nil && fp == recFP
 	})
 	if !ok {
 		return live
