@@ -66,15 +66,15 @@ func TestTheSendBoundGrowsOnlyAfterSendsThatTimedOut(t *testing.T) {
 		for range 5 {
 			f.attempt(ctx, &flushRun{counts: map[string]map[string]int{}}, mustGet(t, s, op))
 		}
-		if len(p.bounds) != 5 {
-			t.Fatalf("%s: %d sends, want 5", c.name, len(p.bounds))
-		}
-		if slices.ContainsFunc(p.bounds[:4], func(b time.Duration) bool { return b <= 0 }) {
+		if slices.ContainsFunc(p.bounds[:min(4, len(p.bounds))], func(b time.Duration) bool { return b <= 0 }) {
 			// the machine stalled past a send's bound before the send was
 			// made (CI 119's loaded unit tier: -6 ms): that send ran out
 			// of its bound, rightly grown; nothing to tell from this case
 			t.Logf("%s: a send's bound ran out before it was made (%v); not judged", c.name, p.bounds)
 			continue
+		}
+		if len(p.bounds) != 5 {
+			t.Fatalf("%s: %d sends, want 5", c.name, len(p.bounds))
 		}
 		if got := p.bounds[4]; got > c.grown || got < c.grown-timeout/2 {
 			t.Errorf("%s: the fifth send had %v, want %v (its sends had %v)", c.name, got, c.grown, p.bounds)
