@@ -106,6 +106,9 @@ type Config struct {
 	// childMaxMessage bounds a line from the local palace server (0:
 	// maxChildMessage); tests set smaller.
 	childMaxMessage int
+	// primaryMaxAnswer bounds one answer read from the primary (0:
+	// maxPrimaryAnswer); tests set smaller.
+	primaryMaxAnswer int
 }
 
 // The production defaults of Config's waits; tests set short ones.

@@ -440,6 +440,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		AskTimeout: e.cfg.GrantAsk,
 		Probe:      e.cfg.Probe,
 		Version:    e.cfg.Version,
+		maxAnswer:  e.cfg.primaryMaxAnswer,
 		OnUp:       e.resume,
 		OnTools:    func(t []*mcp.Tool) { e.addTools(t, true); e.keepListParams(t) },
 		OnDevice:   e.keepDevice,

@@ -94,6 +94,8 @@ type harnessOpts struct {
 	childExitWait time.Duration
 	// childMaxMessage: Config's (default: the edge's 64 MiB).
 	childMaxMessage int
+	// primaryMaxAnswer: Config's (default: the edge's 64 MiB).
+	primaryMaxAnswer int
 	// identity is the agent's identity (default opencode@edge-test).
 	identity string
 	// agentRefused is MEMPALACE_AGENT_NAME as given, refused by the
@@ -139,7 +141,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	}
 	cfg.GrantAsk, cfg.Lease = o.grantAsk, o.lease
 	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.WriteBound, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.writeBound, o.childExitWait
-	cfg.childMaxMessage = o.childMaxMessage
+	cfg.childMaxMessage, cfg.primaryMaxAnswer = o.childMaxMessage, o.primaryMaxAnswer
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL

@@ -103,6 +103,9 @@ type PrimaryOptions struct {
 	// report), so its going down or refusing the token is not logged; an
 	// edge serving an agent logs both.
 	Quiet bool
+	// maxAnswer bounds one answer read (0: maxPrimaryAnswer); tests set
+	// smaller.
+	maxAnswer int
 }
 
 // NewPrimary prepares a supervisor for endpoint. token is called for every
@@ -119,6 +122,9 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 	}
 	if o.ProbeMax <= 0 {
 		o.ProbeMax = 30 * time.Second
+	}
+	if o.maxAnswer <= 0 {
+		o.maxAnswer = maxPrimaryAnswer
 	}
 	p := &Primary{endpoint: endpoint, token: token, o: o, log: log}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -568,6 +574,9 @@ func (p *Primary) callBounded(ctx context.Context, params *mcp.CallToolParams, r
 			if retry && attempt == 0 {
 				continue
 			}
+		}
+		if tooLarge := answerOverCap(err, p.whySlot(ctx).Load()); tooLarge != nil && !own {
+			return nil, tooLarge // the primary answered: too much, not an outage (attack102 F5)
 		}
 		if !own && errors.Is(err, errAnswerArriving) {
 			p.slowAnswer(params.Name)

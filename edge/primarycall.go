@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -75,9 +77,12 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	var answer []byte
 	body := &arriving{r: resp.Body}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" { // a bad header reads as JSON, whose parse then says so
-		answer, err = wire.ReadEventAnswer(resp.Body, id, maxPrimaryAnswer)
-	} else {
-		answer, err = io.ReadAll(io.LimitReader(body, maxPrimaryAnswer))
+		answer, err = wire.ReadEventAnswer(resp.Body, id, p.o.maxAnswer)
+	} else if answer, err = io.ReadAll(io.LimitReader(body, int64(p.o.maxAnswer)+1)); err == nil && len(answer) > p.o.maxAnswer {
+		err = bufio.ErrTooLong
+	}
+	if errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("tools/call: %w: it is over the %s the edge reads of one answer (ask for less)", errPrimaryAnswerTooLarge, sizeWords(p.o.maxAnswer))
 	}
 	if err != nil {
 		givenUp()
@@ -108,6 +113,29 @@ func statusError(resp *http.Response, id string) error {
 		}
 	}
 	return fmt.Errorf("tools/call: %w", &outbox.HTTPError{Status: resp.StatusCode})
+}
+
+// errPrimaryAnswerTooLarge: the primary answered a call with more than
+// the edge reads of one answer, or a gateway refused to pass on its
+// upstream's answer as over its own cap (answerOverCap): the primary is
+// up; a read asked for less is answered (get_drawers asks in halves).
+var errPrimaryAnswerTooLarge = errors.New("the primary's answer is too large")
+
+// answerOverCap is a call's failure err if it is an answer over the
+// edge's bound, or a gateway's 502 for a read whose upstream answer was
+// over its cap (gateway/upstream.go, overWhat; why the gateway's words,
+// bearer's peekWhy) as errPrimaryAnswerTooLarge; else nil. A write's
+// 502 says it may have been applied, and is left to fail as one.
+func answerOverCap(err error, why *answerWhy) error {
+	if errors.Is(err, errPrimaryAnswerTooLarge) {
+		return err
+	}
+	var st *outbox.HTTPError
+	if why == nil || !why.gateway || !errors.As(err, &st) || st.Status != http.StatusBadGateway ||
+		!strings.Contains(why.text, "a read applies nothing: ask for less") {
+		return nil
+	}
+	return fmt.Errorf("%w: the gateway refused it (%s)", errPrimaryAnswerTooLarge, why.text)
 }
 
 // errCutWriting: a call's deadline passed while its request was still
