@@ -199,83 +199,145 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 // for the edge (tooLarge, errAnswerTooLarge: 160 drawers of 100,000
 // emoji pass 64 MiB within MemPalace's 500 ids) as join reads such a
 // batch: the local palace is asked for each half of the ids, a half too
-// large again in halves, and the halves' drawers are one answer, in the
-// order asked. An id whose drawer alone is too large gives tooLarge.
+// large again in halves (halves), and the halves' drawers are one
+// answer, in the order asked. An id whose drawer alone is too large
+// gives tooLarge; a half's answer that is not a list of drawers (an
+// error, an empty palace's) stands for the whole.
 func (e *Edge) drawersInHalves(ctx context.Context, c *call, tooLarge error) (*mcp.CallToolResult, error) {
 	ids, _ := c.argsMap()["drawer_ids"].([]any)
-	slots, other, err := e.localInHalves(ctx, c, ids, tooLarge)
-	if err != nil || other != nil {
-		return other, err
-	}
-	e.log.Info("a get_drawers answer too large for the edge was read from the local palace in parts", "ids", len(ids))
-	return drawersAnswer(slots), nil
-}
-
-// localInHalves is the local palace's answer for each of ids, asked in
-// two halves (and so on); other is a half's answer that is not a list of
-// drawers (an error, an empty palace's), which stands for the whole.
-func (e *Edge) localInHalves(ctx context.Context, c *call, ids []any, tooLarge error) (slots []json.RawMessage, other *mcp.CallToolResult, err error) {
-	if len(ids) < 2 {
-		return nil, nil, tooLarge
-	}
-	for _, half := range [][]any{ids[:len(ids)/2], ids[len(ids)/2:]} {
+	parts, err := halves(ids, tooLarge, func(half []any) (*mcp.CallToolResult, error) {
 		hc, err := c.with(map[string]any{"drawer_ids": half})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		res, err := e.localRead(ctx, hc, e.remote.Up())
-		if errors.Is(err, errAnswerTooLarge) {
-			var got []json.RawMessage
-			if got, other, err = e.localInHalves(ctx, c, half, err); err != nil || other != nil {
-				return nil, other, err
-			}
-			slots = append(slots, got...)
-			continue
+		return e.localRead(ctx, hc, e.remote.Up())
+	})
+	if err != nil {
+		return nil, err
+	}
+	var slots []json.RawMessage
+	for _, p := range parts {
+		if p.err != nil {
+			return nil, p.err
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		t, _ := objectText(res)
+		t, _ := objectText(p.res)
 		results := gjson.Get(t, "results").Array()
-		if len(results) != len(half) {
-			return nil, res, nil
+		if len(results) != len(p.ids) {
+			return p.res, nil
 		}
 		for _, r := range results {
 			slots = append(slots, json.RawMessage(r.Raw))
 		}
 	}
-	return slots, nil, nil
+	e.log.Info("a get_drawers answer too large for the edge was read from the local palace in parts", "ids", len(ids))
+	return drawersAnswer(slots), nil
+}
+
+// part is one get_drawers of a read in parts: its ids and its answer,
+// or err, why a single id was not answered (its drawer alone too large).
+type part struct {
+	ids []any
+	res *mcp.CallToolResult
+	err error
+}
+
+// answerTooLarge: an answer over what the edge takes, from the local
+// palace or the primary (a gateway's refusal of one over its cap).
+func answerTooLarge(err error) bool {
+	return errors.Is(err, errAnswerTooLarge) || errors.Is(err, errPrimaryAnswerTooLarge)
+}
+
+// inParts asks ask for ids and, when the answer is too large
+// (answerTooLarge), for each half of them (halves): the parts answered,
+// in the order asked, up to err, the failure that ended the read.
+func inParts(ids []any, ask func([]any) (*mcp.CallToolResult, error)) ([]part, error) {
+	res, err := ask(ids)
+	switch {
+	case answerTooLarge(err):
+		return halves(ids, err, ask)
+	case err != nil:
+		return nil, err
+	}
+	return []part{{ids: ids, res: res}}, nil
+}
+
+// halves is inParts for ids whose answer was too large (tooLarge): each
+// half asked in parts; a single id's is its part's err.
+func halves(ids []any, tooLarge error, ask func([]any) (*mcp.CallToolResult, error)) ([]part, error) {
+	if len(ids) < 2 {
+		return []part{{ids: ids, err: tooLarge}}, nil
+	}
+	first, err := inParts(ids[:len(ids)/2], ask)
+	if err != nil {
+		return first, err
+	}
+	second, err := inParts(ids[len(ids)/2:], ask)
+	return append(first, second...), err
 }
 
 // primaryDrawers are the primary's answers for ids, by id: a drawer
 // marked as its, a withheld one, another error it answered for the id,
 // or, for an id it did not answer for, notAnswered (counted in
 // unanswered, why saying why); an id it does not have is absent. They are
-// asked in one get_drawers or, when the primary refuses that (an older
-// gateway, to a device that may not read every wing: gateway.CodeDenied;
+// asked in one get_drawers, one too large for the edge (or a gateway) in
+// halves (inParts), or, when the primary refuses that (an older gateway,
+// to a device that may not read every wing: gateway.CodeDenied;
 // MemPalace before 3.11.0), one get_drawer each.
 func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (got map[string]json.RawMessage, unanswered int, why string) {
 	got = map[string]json.RawMessage{}
-	fail := func(from int, reason string) (map[string]json.RawMessage, int, string) {
-		for _, id := range ids[from:] {
-			got[id], _ = json.Marshal(map[string]any{"drawer_id": id, "error": notAnswered(id, reason)})
-		}
-		return got, len(ids) - from, reason
-	}
 	if !e.remote.Up() {
-		return fail(0, e.remote.State())
+		return allNotAnswered(got, ids, e.remote.State())
 	}
-	pc, err := c.with(map[string]any{"drawer_ids": ids})
+	asked := make([]any, len(ids))
+	for i, id := range ids {
+		asked[i] = id
+	}
+	parts, err := inParts(asked, func(half []any) (*mcp.CallToolResult, error) {
+		pc, err := c.with(map[string]any{"drawer_ids": half})
+		if err != nil {
+			return nil, err
+		}
+		return e.askPrimary(ctx, pc, time.Now().Add(e.cfg.CallTimeout))
+	})
+	if _, denied := refused(err); denied && len(parts) == 0 {
+		return e.primaryDrawersOneByOne(ctx, c, ids, got)
+	}
+	if len(parts) > 1 {
+		e.log.Info("a get_drawers answer too large for the edge was read from the primary in parts", "ids", len(ids), "parts", len(parts))
+	}
+	done := 0
+	for _, p := range parts {
+		n, w := e.primaryPart(c, p, got)
+		if done += len(p.ids); n > 0 {
+			unanswered, why = unanswered+n, w
+		}
+	}
 	if err != nil {
-		return fail(0, err.Error())
+		_, n, w := allNotAnswered(got, ids[done:], whyUnanswered(nil, err))
+		unanswered, why = unanswered+n, w
 	}
-	pres, perr := e.askPrimary(ctx, pc, time.Now().Add(e.cfg.CallTimeout))
-	if _, denied := refused(perr); denied {
-		return e.primaryDrawersOneByOne(ctx, c, ids, got, fail)
+	return got, unanswered, why
+}
+
+// allNotAnswered marks each of ids not answered (why) in got.
+func allNotAnswered(got map[string]json.RawMessage, ids []string, why string) (map[string]json.RawMessage, int, string) {
+	for _, id := range ids {
+		got[id], _ = json.Marshal(map[string]any{"drawer_id": id, "error": notAnswered(id, why)})
 	}
-	pt, ok := usable(pres, perr)
+	return got, len(ids), why
+}
+
+// primaryPart puts the primary's answer for p's ids in got (see
+// primaryDrawers): unanswered of them, why saying why.
+func (e *Edge) primaryPart(c *call, p part, got map[string]json.RawMessage) (unanswered int, why string) {
+	ids := make([]string, len(p.ids))
+	for i, id := range p.ids {
+		ids[i], _ = id.(string)
+	}
+	pt, ok := usable(p.res, p.err)
 	if !ok {
-		return fail(0, whyUnanswered(pres, perr))
+		_, n, why := allNotAnswered(got, ids, whyUnanswered(p.res, p.err))
+		return n, why
 	}
 	marked := gjson.Parse(e.marks().text(pt, c.tool.Records, origin.PalacePrimary))
 	answered := map[string]bool{}
@@ -297,14 +359,13 @@ func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (got m
 			unanswered, why = unanswered+1, "its answer left some ids out"
 		}
 	}
-	return got, unanswered, why
+	return unanswered, why
 }
 
 // primaryDrawersOneByOne is primaryDrawers asking one get_drawer per id,
 // each waiting out the read rate for the call timeout since the last
 // answer; once one is not answered, the rest are not asked.
-func (e *Edge) primaryDrawersOneByOne(ctx context.Context, c *call, ids []string, got map[string]json.RawMessage,
-	fail func(int, string) (map[string]json.RawMessage, int, string)) (map[string]json.RawMessage, int, string) {
+func (e *Edge) primaryDrawersOneByOne(ctx context.Context, c *call, ids []string, got map[string]json.RawMessage) (map[string]json.RawMessage, int, string) {
 	for i, id := range ids {
 		b, _ := json.Marshal(map[string]any{"drawer_id": id})
 		one := newCall(&mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b), Meta: c.params.Meta})
@@ -322,7 +383,7 @@ func (e *Edge) primaryDrawersOneByOne(ctx context.Context, c *call, ids []string
 			raw, _ := sjson.SetBytes([]byte(t), "drawer_id", id)
 			got[id] = raw
 		default:
-			return fail(i, whyUnanswered(res, err))
+			return allNotAnswered(got, ids[i:], whyUnanswered(res, err))
 		}
 	}
 	return got, 0, ""
