@@ -230,6 +230,45 @@ func TestANeverSentDiaryEntryIsNotPairedByText(t *testing.T) {
 	}
 }
 
+// A diary entry written with the edge bypassed and then sent by join
+// (its op done in the join outbox beside the edge's, naming the copy the
+// primary filed) is one entry, palace both, in diary_read, search and
+// list_drawers. Before, the never-sent rule looked in the edge's outbox
+// alone: the entry and its copy showed as two, local and primary
+// (attack102 F2).
+func TestAnEntryJoinSentIsOneEntryInEveryRead(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const agent, text = "me", "standup: joined from a solitary session"
+	localDiaryWrite(t, h, agent, text)
+	js, err := outbox.Open(filepath.Join(h.palace, "edge", "join-outbox-0123456789ab.sqlite"), "dev", "join")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{"agent_name":"me","entry":"` + text + `","wing":"` + catalogue.DiaryWingOf(agent) + `"}`)
+	if _, err := js.Enqueue(context.Background(), outbox.Write{Name: catalogue.Prefix + "diary_write", Payload: payload, Wing: catalogue.DiaryWingOf(agent), Ordinal: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPrimary(h.srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 5 * time.Second})
+	defer p.Close()
+	if sent, err := (&outbox.Flusher{S: js, P: FlushTarget(p), Log: slog.New(slog.DiscardHandler)}).Drain(context.Background()); sent != 1 || err != nil {
+		t.Fatalf("the join's send: %d sent, %v", sent, err)
+	}
+	js.Close()
+	d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10})
+	if got := recordsOf(d, "entries", text); len(got) != 1 || !strings.HasPrefix(got[0], "both") {
+		t.Errorf("diary_read shows the joined entry as %v, want one record, palace both", got)
+	}
+	s, _ := h.call("search", map[string]any{"query": text, "limit": 10})
+	if got := recordsOf(s, "results", text); len(got) != 1 || !strings.HasPrefix(got[0], "both") {
+		t.Errorf("search shows the joined entry as %v, want one record, palace both", got)
+	}
+	l, _ := h.call("list_drawers", map[string]any{"wing": catalogue.DiaryWingOf(agent), "limit": 100})
+	if got := recordsOf(l, "drawers", text); len(got) != 1 || !strings.HasPrefix(got[0], "both") {
+		t.Errorf("list_drawers shows the joined entry as %v, want one record, palace both", got)
+	}
+}
+
 // A diary_read without a wing reads the agent's diary wing on both
 // halves, as a gateway pins the primary's: an entry the agent wrote to a
 // project wing is in neither. Before, the local half read every wing and

@@ -885,11 +885,12 @@ func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter,
 }
 
 // neverSent is copies with each diary entry of the local answer lt (a
-// diary_read's of wing, a search's) that no write of the outbox may
-// have carried to the primary (outbox.NeverSent) added as one without a
-// copy: it pairs with no primary entry of its text, which is another
-// palace's (attack99 F5). copies as they came without an outbox, or when
-// it cannot say (logged).
+// diary_read's of wing, a search's hits, list_drawers' drawers) that no
+// write of the outbox may have carried to the primary (outbox.NeverSent)
+// added with its copy: none, so it pairs with no primary entry of its
+// text, which is another palace's (attack99 F5), or the one a join sent
+// (attack102 F2). copies as they came without an outbox, or when it
+// cannot say (logged).
 func (e *Edge) neverSent(ctx context.Context, lt string, shape catalogue.Filter, wing string, copies map[string]outbox.EntryCopy) map[string]outbox.EntryCopy {
 	var ens []outbox.LocalEntry
 	add := func(stamp, wing, suffix string) {
@@ -898,11 +899,11 @@ func (e *Edge) neverSent(ctx context.Context, lt string, shape catalogue.Filter,
 			ens = append(ens, outbox.LocalEntry{Stamp: stamp, Wing: wing, Suffix: suffix, Written: t})
 		}
 	}
-	switch {
+	switch list := map[catalogue.Filter]string{catalogue.FilterHits: "results", catalogue.FilterDrawers: "drawers"}[shape]; {
 	case e.outbox == nil:
 		return copies
-	case shape == catalogue.FilterHits:
-		gjson.Get(lt, "results").ForEach(func(_, h gjson.Result) bool {
+	case list != "":
+		gjson.Get(lt, list).ForEach(func(_, h gjson.Result) bool {
 			if stamp, suffix, ok := catalogue.DiaryEntryID(h.Get("drawer_id").String()); ok {
 				add(stamp, h.Get("wing").String(), suffix)
 			}
@@ -918,7 +919,7 @@ func (e *Edge) neverSent(ctx context.Context, lt string, shape catalogue.Filter,
 	}
 	never, err := e.outbox.NeverSent(ctx, ens)
 	if err != nil {
-		e.log.Warn("the outbox did not say which diary entries no write sent: they pair by text", "err", err)
+		e.log.Warn("the outbox did not say which diary entries no write sent, or which a join sent: they pair by text", "err", err)
 	}
 	if len(never) == 0 {
 		return copies
@@ -927,9 +928,7 @@ func (e *Edge) neverSent(ctx context.Context, lt string, shape catalogue.Filter,
 	if out == nil {
 		out = map[string]outbox.EntryCopy{}
 	}
-	for stamp := range never {
-		out[stamp] = outbox.EntryCopy{} // known, none: never sent
-	}
+	maps.Copy(out, never)
 	return out
 }
 

@@ -3,10 +3,13 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // A diary entry's copy on the primary is named by the write that carried
@@ -17,7 +20,9 @@ import (
 // with the outbox bypassed (a solitary session on this palace, a full
 // disk, a wing the policy keeps local) since the outbox began noting its
 // entries' writes and since its last prune, and matched by no op of it.
-// Such an entry pairs with nothing (attack99 F5).
+// Such an entry pairs with nothing (attack99 F5), unless a join sent it:
+// its done write in a join outbox beside this one names its copy
+// (attack102 F2).
 
 // metaEntriesSince is when this outbox began noting the diary entries its
 // writes carry (Unix ms, set at its first writing open by a build that
@@ -48,49 +53,120 @@ type LocalEntry struct {
 	Written             time.Time
 }
 
-// NeverSent is the stamps of those of entries no write of this outbox
-// may have carried to the primary: written after both metaEntriesSince
-// and metaPrunedBefore, with no write noted for their stamp, and no op
-// noted for no entry (a join's; an intent given up before the local
-// palace answered) writing their wing and text. Nil when the outbox
-// cannot tell (no metaEntriesSince: an older build's, read only).
-func (s *Store) NeverSent(ctx context.Context, entries []LocalEntry) (map[string]bool, error) {
+// NeverSent is, of entries, those no write of this outbox may have
+// carried to the primary: written after both metaEntriesSince and
+// metaPrunedBefore, with no write noted for their stamp, and no op noted
+// for no entry (an intent given up before the local palace answered)
+// writing their wing and text. Each maps to its copy: none (never sent),
+// or the one a join sent (joinCopies) when a join outbox beside this one
+// holds a done write of the entry's wing and text, the only one for the
+// only such entry. An entry a join sent whose copy cannot be told (two
+// equal ones, a join outbox that cannot be read) is left out: it pairs by
+// text. Nil when the outbox cannot tell (no metaEntriesSince: an older
+// build's, read only).
+func (s *Store) NeverSent(ctx context.Context, entries []LocalEntry) (map[string]EntryCopy, error) {
+	cand, err := s.unnoted(ctx, entries)
+	if err != nil || len(cand) == 0 {
+		return nil, err
+	}
+	byText := map[string][]string{} // wing and suffix: the stamps
+	for _, en := range cand {
+		k := entryText(en.Wing, en.Suffix)
+		byText[k] = append(byText[k], en.Stamp)
+	}
+	joined, err := s.joinCopies(ctx, cand[0].Written, byText)
+	out := map[string]EntryCopy{}
+	for k, stamps := range byText {
+		switch cs, sent := joined[k]; {
+		case err != nil || sent && (len(cs) != 1 || len(stamps) != 1):
+			// which copy is whose cannot be told: by text
+		case sent:
+			out[stamps[0]] = cs[0]
+		default:
+			for _, st := range stamps {
+				out[st] = EntryCopy{}
+			}
+		}
+	}
+	return out, err
+}
+
+// entryText is a diary entry's wing and text, as NeverSent matches them.
+func entryText(wing, suffix string) string {
+	return catalogue.SanitizedName(wing) + "\x00" + suffix
+}
+
+// unnoted is those of entries written since the outbox knows its
+// entries' writes (entriesKnownSince) with none noted, nor written by an
+// op noted for no entry, oldest first.
+func (s *Store) unnoted(ctx context.Context, entries []LocalEntry) ([]LocalEntry, error) {
 	since, err := s.entriesKnownSince(ctx)
 	if err != nil || since.IsZero() || len(entries) == 0 {
 		return nil, err
 	}
 	var cand []LocalEntry
-	oldest := time.Time{}
 	for _, en := range entries {
 		if en.Written.After(since) && en.Stamp != "" {
 			cand = append(cand, en)
-			if oldest.IsZero() || en.Written.Before(oldest) {
-				oldest = en.Written
-			}
 		}
 	}
 	if len(cand) == 0 {
 		return nil, nil
 	}
+	slices.SortFunc(cand, func(a, b LocalEntry) int { return a.Written.Compare(b.Written) })
 	noted, err := s.notedStamps(ctx, cand)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: the diary entries' writes: %w", err)
 	}
 	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE created_at >= ? AND op_id NOT IN (SELECT value FROM meta WHERE key GLOB 'entry:*')`,
-		oldest.Add(-entryLead).UnixMilli())
+		cand[0].Written.Add(-entryLead).UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: the diary entries' writes: %w", err)
 	}
 	carried := map[string]bool{} // wing and suffix of the entries the unnoted ops write
 	for _, o := range ops {
 		if d, _ := diaryOf(o); d != nil {
-			carried[catalogue.SanitizedName(catalogue.DiaryWingFor(d))+"\x00"+catalogue.EntrySuffix(catalogue.DiaryEntry(d))] = true
+			carried[entryText(catalogue.DiaryWingFor(d), catalogue.EntrySuffix(catalogue.DiaryEntry(d)))] = true
 		}
 	}
-	out := map[string]bool{}
-	for _, en := range cand {
-		if !carried[catalogue.SanitizedName(en.Wing)+"\x00"+en.Suffix] && !noted[en.Stamp] {
-			out[en.Stamp] = true
+	return slices.DeleteFunc(cand, func(en LocalEntry) bool { return carried[entryText(en.Wing, en.Suffix)] || noted[en.Stamp] }), nil
+}
+
+// JoinOutboxes is the join outboxes' file names beside this one
+// (join.OutboxFile: join-outbox-<target hash>.sqlite, a store of this
+// package's).
+const JoinOutboxes = "join-outbox-*.sqlite"
+
+// joinCopies is, for the wings and texts of want, the copies the diary
+// writes of the join outboxes beside this one that landed since (done,
+// the primary's answer naming the entry) filed on the primary. A join
+// outbox is opened read only, only when there is one and an entry to ask
+// for: one indexed query each (ops_settled).
+func (s *Store) joinCopies(ctx context.Context, since time.Time, want map[string][]string) (map[string][]EntryCopy, error) {
+	files, err := filepath.Glob(filepath.Join(filepath.Dir(s.path), JoinOutboxes))
+	if err != nil || len(files) == 0 || len(want) == 0 {
+		return nil, err // a bad pattern: none here
+	}
+	out := map[string][]EntryCopy{}
+	for _, f := range files {
+		db, err := sqlitewal.OpenReadOnly(f)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: join outbox %s: %w", f, err)
+		}
+		ops, err := queryAll(ctx, db, scanOp, `SELECT `+opCols+` FROM ops WHERE state='done' AND flushed_at >= ? AND tool_name=?`, since.UnixMilli(), catalogue.Prefix+"diary_write")
+		db.Close() // read only
+		if err != nil {
+			return nil, fmt.Errorf("outbox: join outbox %s: %w", f, err)
+		}
+		for _, o := range ops {
+			d, _ := diaryOf(o)
+			if d == nil {
+				continue
+			}
+			k := entryText(catalogue.DiaryWingFor(d), catalogue.EntrySuffix(catalogue.DiaryEntry(d)))
+			if c, _ := copyOf(o); c.ID != "" && want[k] != nil {
+				out[k] = append(out[k], c)
+			}
 		}
 	}
 	return out, nil
