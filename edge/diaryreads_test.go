@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -364,6 +365,18 @@ func TestRealDeletedAndEditedDiaryEntriesInEveryRead(t *testing.T) {
 	if d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10}); strings.Contains(mustJSON(d["entries"]), "project wing diary line real") {
 		t.Errorf("diary_read without a wing shows the project wing's entry: %v", d["entries"])
 	}
+	// attack102 F3: a deleted long entry, a row per chunk on the
+	// primary, does not thin the page: the two newest are both palaces'.
+	long, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": strings.Repeat("a long real entry of four chunks. ", 80)})
+	h.call("diary_write", map[string]any{"agent_name": agent, "entry": "newest real line"})
+	h.drained()
+	waitFor(t, 30*time.Second, "the newest on the primary", func() bool { return onPrimary("newest real line") })
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": long["entry_id"]}); m["success"] != true {
+		t.Fatalf("delete_drawer of the long entry: %v", m)
+	}
+	if d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 2}); len(recordsOf(d, "entries", "newest real line")) != 1 || !slices.Equal(recordsOf(d, "entries", kept), []string{"both <nil>"}) {
+		t.Errorf("diary_read last_n=2 after deleting a long entry: %v, want the newest and %q, palace both", d["entries"], kept)
+	}
 	// attack99 F5: a line written with the edge bypassed, and the same
 	// line another palace of desk wrote, are two records.
 	const solo = "standup: blocked on review real"
@@ -410,5 +423,68 @@ func TestRealDeletedAndEditedDiaryEntriesInEveryRead(t *testing.T) {
 	got := strings.Join(r.OnPrimary, "\n")
 	if err != nil || !strings.Contains(got, fmt.Sprintf("%q", kept)) || strings.Contains(got, rewritten) {
 		t.Errorf("edge status's ON PRIMARY: %q (%+v, %v), want a line naming the primary's text %q", got, r, err, kept)
+	}
+}
+
+// A merged diary_read of last_n N is the N newest entries this device
+// sees, however many rows the entries it deleted had on the primary: a
+// long entry is a row per chunk there, each hidden. Before, the primary
+// was asked for N plus one row per deleted entry, the rest of its page
+// was the deleted entry's chunks, and older local entries filled the gap
+// while another palace's newer entries were left out (attack102 F3).
+func TestADeletedLongEntryDoesNotThinTheDiaryPage(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const agent = "me"
+	other := NewPrimary(h.srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 5 * time.Second})
+	defer other.Close()
+	elsewhere := func(text string) {
+		time.Sleep(2 * time.Millisecond)
+		if res, err := FlushTarget(other).Call(context.Background(), "mempalace_diary_write", []byte(`{"agent_name":"me","entry":"`+text+`"}`)); err != nil || res["success"] != true {
+			t.Fatalf("the other palace's diary_write: %v %v", res, err)
+		}
+	}
+	here := func(text string) string {
+		time.Sleep(2 * time.Millisecond)
+		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+		h.drained()
+		id, _ := w["entry_id"].(string)
+		return id
+	}
+	here("mine, oldest")
+	elsewhere("theirs, first")
+	elsewhere("theirs, second")
+	long := here(strings.Repeat("a long entry of four chunks. ", 100))
+	here("mine, newest")
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": long}); m["success"] != true {
+		t.Fatalf("delete_drawer: %v", m)
+	}
+	d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 3})
+	var got []string
+	es, _ := d["entries"].([]any)
+	for _, x := range es {
+		en, _ := x.(map[string]any)
+		got = append(got, fmt.Sprint(en["content"]))
+	}
+	if want := "mine, newest|theirs, second|theirs, first"; strings.Join(got, "|") != want {
+		t.Errorf("diary_read last_n=3 after deleting a long entry shows %q, want %q", got, want)
+	}
+}
+
+// A diary_read whose newest rows on the primary are all of entries this
+// device deleted, past MemPalace's 100, says so: hidden_cut names the
+// rows hidden and that the primary reads no further (attack102 F3).
+func TestADiaryPageHiddenPastTheCapSaysSo(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	const agent = "me"
+	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": strings.Repeat("one hundred and two chunks ", 3000)})
+	h.drained()
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": w["entry_id"]}); m["success"] != true {
+		t.Fatalf("delete_drawer: %v", m)
+	}
+	d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 2})
+	if cut, _ := d["hidden_cut"].(string); !strings.Contains(cut, "100 rows") || !strings.Contains(cut, "100 of records this device deleted") {
+		t.Errorf("diary_read of a page only deleted rows fill says %q, want hidden_cut naming the 100 rows hidden: %v", cut, d)
 	}
 }

@@ -144,8 +144,8 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 		pctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
 	}
 	var b bothSides
-	b.primary.res, b.primary.err = askPrimary(pctx, e.roomForHidden(ctx, orig))
-	b.primary.res = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, b.primary.res), args)) // tombstone.go
+	b.primary.res, b.primary.err = e.primaryPage(pctx, orig, shape, args, askPrimary) // tombstone.go
+	b.primary.res = duplicateFlag(shape, b.primary.res)
 	b.pt, b.pok = usable(b.primary.res, b.primary.err)
 	if busy != nil && b.pok {
 		b.local.err = busy

@@ -15,6 +15,7 @@ package edge
 // the primary still holds (tombstonecheck.go).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -860,15 +861,16 @@ func baseName(p string) string {
 }
 
 // hideTombstoned drops from a primary's answer of shape the records this
-// device deleted; an answer with nothing to drop is returned as it is.
-func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *mcp.CallToolResult) *mcp.CallToolResult {
+// device deleted, and says how many went; an answer with nothing to drop
+// is returned as it is.
+func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *mcp.CallToolResult) (*mcp.CallToolResult, int) {
 	text, ok := objectText(res)
 	if !ok || res.IsError {
-		return res
+		return res, 0
 	}
 	t := e.tombstones(ctx)
 	if len(t.drawers)+len(t.sources)+len(t.diary) == 0 {
-		return res
+		return res, 0
 	}
 	var list string
 	var drop func(gjson.Result) bool
@@ -890,13 +892,13 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 		agent := strings.ToLower(gjson.Get(text, "agent").String())
 		list, drop = "entries", func(en gjson.Result) bool { return t.diaryHides(agent, en) }
 	default:
-		return res
+		return res, 0
 	}
 	out, n := dropFrom(text, list, drop, "count", "showing", "total") // hidden: not there for this device
 	if n == 0 {
-		return res
+		return res, 0
 	}
-	return textResult(out, false, res.Meta)
+	return textResult(out, false, res.Meta), n
 }
 
 // hides reports a primary drawer (id, of source) a tombstone names: by
@@ -932,14 +934,36 @@ func (t tombs) diaryHides(agent string, en gjson.Result) bool {
 // the page, for the ones the tombstones may hide.
 const maxHiddenRoom = 100
 
+// mostRows is the most rows MemPalace answers a diary_read or a search
+// (diary_read's cap on last_n, search's _MAX_RESULTS): a page refilled
+// past the hidden rows is asked no wider (the gateway's refill's too).
+const mostRows = 100
+
+// pageOf is the list a read's page is, the argument that sizes it and
+// its default ("" for a read not paged).
+func pageOf(shape catalogue.Filter) (list, key string, def int) {
+	switch shape {
+	case catalogue.FilterHits:
+		return "results", "limit", 5
+	case catalogue.FilterDiary:
+		return "entries", "last_n", 10
+	case catalogue.FilterDrawers:
+		return "drawers", "limit", 20
+	}
+	return "", "", 0
+}
+
 // roomForHidden is c with its page widened by as many records as the
 // tombstones may hide from the primary's answer (bounded), so the hidden
 // ones do not eat the page: search's limit, diary_read's last_n,
-// list_drawers' limit. cutToAsked cuts the answer back after hiding.
-func (e *Edge) roomForHidden(ctx context.Context, c *call) *call {
-	key := map[catalogue.Filter]string{catalogue.FilterHits: "limit", catalogue.FilterDiary: "last_n", catalogue.FilterDrawers: "limit"}[c.tool.Filter]
+// list_drawers' limit; and the size asked (0: c as it came). A diary
+// entry's copy counts one, though the primary holds a long one as a row
+// per chunk: primaryPage asks again wider when the hidden rows thinned
+// the page. cutToAsked cuts the answer back after hiding.
+func (e *Edge) roomForHidden(ctx context.Context, c *call) (*call, int) {
+	_, key, def := pageOf(c.tool.Filter)
 	if key == "" {
-		return c
+		return c, 0
 	}
 	t := e.tombstones(ctx)
 	extra := len(t.drawers) + len(t.sources) + len(t.copies)
@@ -950,34 +974,83 @@ func (e *Edge) roomForHidden(ctx context.Context, c *call) *call {
 		}
 	}
 	if extra == 0 {
-		return c
+		return c, 0
 	}
+	return withSize(c, key, intArg(c.argsMap(), key, def)+min(extra, maxHiddenRoom))
+}
+
+// withSize is c with its page's size argument key set to n, and n (c and
+// 0 when its arguments do not encode: plain values, they do).
+func withSize(c *call, key string, n int) (*call, int) {
 	args := maps.Clone(c.argsMap())
-	def := map[string]int{"limit": 5, "last_n": 10}[key]
-	if c.tool.Filter == catalogue.FilterDrawers {
-		def = 20
-	}
-	args[key] = intArg(args, key, def) + min(extra, maxHiddenRoom)
+	args[key] = n
 	w, err := c.with(args)
 	if err != nil {
-		return c
+		return c, 0
 	}
-	return w
+	return w, n
+}
+
+// primaryPage is the primary's answer to c (by ask) with the records
+// this device deleted hidden, cut to the page args asked for: a
+// diary_read's last_n newest entries it sees, a search's limit best
+// hits. Asked with room for the hidden (roomForHidden), a page they
+// still thinned below the size asked is asked again, as the gateway
+// refills one its withheld records thinned: wider by what was hidden, at
+// least twice as wide, at most mostRows, until the rows left fill the
+// page or the primary has no more. A page still short at mostRows says
+// so (hidden_cut), and so does one a wider ask failed for.
+// (list_drawers pages the union itself: mergedpage.go.)
+func (e *Edge) primaryPage(ctx context.Context, c *call, shape catalogue.Filter, args map[string]any, ask func(context.Context, *call) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+	w, asked := e.roomForHidden(ctx, c)
+	res, err := ask(ctx, w)
+	res, hidden := e.hideTombstoned(ctx, shape, res)
+	list, key, def := pageOf(shape)
+	if err != nil || hidden == 0 || shape == catalogue.FilterDrawers {
+		return cutToAsked(shape, res, args), err
+	}
+	want := min(intArg(args, key, def), mostRows)
+	if asked == 0 {
+		asked = want
+	}
+	rows := func(r *mcp.CallToolResult) int { t, _ := objectText(r); return len(gjson.Get(t, list).Array()) }
+	for rows(res) < want && rows(res)+hidden >= min(asked, mostRows) && asked < mostRows {
+		wider, n := withSize(c, key, min(max(2*asked, want+hidden), mostRows))
+		more, err := ask(ctx, wider)
+		if t, ok := usable(more, err); !ok || n == 0 {
+			why := cmp.Or(gjson.Get(t, "error").String(), "an answer not to be read")
+			if err != nil {
+				why = err.Error()
+			}
+			return cutToAsked(shape, hiddenCut(res, fmt.Sprintf("%d of the newest %d rows the primary gave are of records this device deleted (hidden), and asked for more it did not answer (%s): older ones it may hold are not on this page", hidden, asked, why)), args), nil
+		}
+		res, asked = more, n
+		res, hidden = e.hideTombstoned(ctx, shape, res)
+	}
+	if got := rows(res); got < want && got+hidden >= mostRows {
+		res = hiddenCut(res, fmt.Sprintf("the newest %d rows the primary gives hold %d of records this device deleted (hidden) and %d it sees; older ones are past them, and %s reads no further: ask for fewer, or narrow the read", mostRows, hidden, got, c.tool.Name))
+	}
+	return cutToAsked(shape, res, args), nil
+}
+
+// hiddenCut is res with its hidden_cut member set to why.
+func hiddenCut(res *mcp.CallToolResult, why string) *mcp.CallToolResult {
+	t, _ := objectText(res)
+	out, err := sjson.SetBytes([]byte(t), "hidden_cut", why)
+	if err != nil {
+		return res // an object text (usable): it takes a member
+	}
+	return textResult(out, false, res.Meta)
 }
 
 // cutToAsked cuts a primary's answer widened by roomForHidden back to the
 // page args asked for (list_drawers' is cut by its merge).
 func cutToAsked(shape catalogue.Filter, res *mcp.CallToolResult, args map[string]any) *mcp.CallToolResult {
-	var path string
-	var n int
-	switch shape {
-	case catalogue.FilterHits:
-		path, n = "results", intArg(args, "limit", 5)
-	case catalogue.FilterDiary:
-		path, n = "entries", intArg(args, "last_n", 10)
-	default:
+	path, key, def := pageOf(shape)
+	if shape == catalogue.FilterDrawers || key == "" {
 		return res
 	}
+	n := intArg(args, key, def)
 	text, ok := objectText(res)
 	if !ok || res.IsError || n <= 0 {
 		return res

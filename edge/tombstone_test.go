@@ -377,7 +377,7 @@ func TestADeletedLongDrawersChunkMatchesAreHidden(t *testing.T) {
 	h.call("delete_drawer", map[string]any{"drawer_id": id})
 	h.eventually("the delete's tombstone", func() bool { return h.edge.tombstones(context.Background()).drawers[id] })
 	answer := fmt.Sprintf(`{"is_duplicate": true, "matches": [{"id": "%s_chunk_000003", "wing": "shared", "room": "ops", "similarity": 0.9, "content": "x"}, {"id": "%s_chunk_000011", "wing": "shared", "room": "ops", "similarity": 0.8, "content": "y"}, {"id": "drawer_shared_ops_0123456789abcdef01234567_chunk_000001", "wing": "shared", "room": "ops", "similarity": 0.7, "content": "z"}]}`, id, id)
-	res := h.edge.hideTombstoned(context.Background(), catalogue.FilterMatches, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}})
+	res, _ := h.edge.hideTombstoned(context.Background(), catalogue.FilterMatches, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}})
 	got := res.Content[0].(*mcp.TextContent).Text
 	if strings.Contains(got, id) {
 		t.Errorf("check_duplicate shows chunks of the deleted drawer: %s", got)
