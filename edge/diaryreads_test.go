@@ -250,6 +250,11 @@ func TestAnEntryJoinSentIsOneEntryInEveryRead(t *testing.T) {
 	if _, err := js.Enqueue(context.Background(), outbox.Write{Name: catalogue.Prefix + "diary_write", Payload: payload, Wing: catalogue.DiaryWingOf(agent), Ordinal: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// Read while the join's write is queued (the join outbox as read
+	// then is not what is read after it landed).
+	if d, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 10}); len(recordsOf(d, "entries", text)) != 1 {
+		t.Errorf("diary_read before the join sent the entry: %v", d["entries"])
+	}
 	p := NewPrimary(h.srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 5 * time.Second})
 	defer p.Close()
 	if sent, err := (&outbox.Flusher{S: js, P: FlushTarget(p), Log: slog.New(slog.DiscardHandler)}).Drain(context.Background()); sent != 1 || err != nil {

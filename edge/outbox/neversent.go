@@ -3,9 +3,11 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -139,9 +141,7 @@ const JoinOutboxes = "join-outbox-*.sqlite"
 
 // joinCopies is, for the wings and texts of want, the copies the diary
 // writes of the join outboxes beside this one that landed since (done,
-// the primary's answer naming the entry) filed on the primary. A join
-// outbox is opened read only, only when there is one and an entry to ask
-// for: one indexed query each (ops_settled).
+// the primary's answer naming the entry) filed on the primary.
 func (s *Store) joinCopies(ctx context.Context, since time.Time, want map[string][]string) (map[string][]EntryCopy, error) {
 	files, err := filepath.Glob(filepath.Join(filepath.Dir(s.path), JoinOutboxes))
 	if err != nil || len(files) == 0 || len(want) == 0 {
@@ -149,27 +149,83 @@ func (s *Store) joinCopies(ctx context.Context, since time.Time, want map[string
 	}
 	out := map[string][]EntryCopy{}
 	for _, f := range files {
-		db, err := sqlitewal.OpenReadOnly(f)
+		ls, err := s.joinLanded(ctx, f)
 		if err != nil {
-			return nil, fmt.Errorf("outbox: join outbox %s: %w", f, err)
+			return nil, err
 		}
-		ops, err := queryAll(ctx, db, scanOp, `SELECT `+opCols+` FROM ops WHERE state='done' AND flushed_at >= ? AND tool_name=?`, since.UnixMilli(), catalogue.Prefix+"diary_write")
-		db.Close() // read only
-		if err != nil {
-			return nil, fmt.Errorf("outbox: join outbox %s: %w", f, err)
-		}
-		for _, o := range ops {
-			d, _ := diaryOf(o)
-			if d == nil {
-				continue
-			}
-			k := entryText(catalogue.DiaryWingFor(d), catalogue.EntrySuffix(catalogue.DiaryEntry(d)))
-			if c, _ := copyOf(o); c.ID != "" && want[k] != nil {
-				out[k] = append(out[k], c)
+		for _, l := range ls {
+			if want[l.key] != nil && !l.at.Before(since) {
+				out[l.key] = append(out[l.key], l.copy)
 			}
 		}
 	}
 	return out, nil
+}
+
+// landed is a join's diary write that landed: the wing and text it
+// wrote (entryText), when, and the copy the primary answered it with.
+type landed struct {
+	key  string
+	at   time.Time
+	copy EntryCopy
+}
+
+// joinRead is a join outbox's landed diary writes, read when its file
+// and -wal had stamp (fileStamp).
+type joinRead struct {
+	stamp  string
+	landed []landed
+}
+
+// joinLanded is the join outbox f's landed diary writes: read once (read
+// only, one query reading each write's wing, text and answered entry)
+// and again only when the file or its -wal changed, so a merged read
+// holding an unnoted entry costs a stat per join outbox, not a read.
+func (s *Store) joinLanded(ctx context.Context, f string) ([]landed, error) {
+	stamp := fileStamp(f)
+	s.mu.Lock()
+	r, ok := s.joins[f]
+	s.mu.Unlock()
+	if ok && r.stamp == stamp {
+		return r.landed, nil
+	}
+	db, err := sqlitewal.OpenReadOnly(f)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: join outbox %s: %w", f, err)
+	}
+	defer db.Close() // read only
+	ls, err := queryAll(ctx, db, func(r rowScanner) (landed, error) {
+		var l landed
+		var wing, entry string
+		var at int64
+		err := r.Scan(&wing, &entry, &at, &l.copy.ID, &l.copy.Timestamp)
+		l.key, l.at = entryText(wing, catalogue.EntrySuffix(entry)), time.UnixMilli(at)
+		return l, err
+	}, `SELECT wing, coalesce(nullif(json_extract(payload_json, '$.entry'), ''), json_extract(payload_json, '$.content'), ''), flushed_at,
+		json_extract(result_json, '$.entry_id'), coalesce(json_extract(result_json, '$.timestamp'), '')
+		FROM ops WHERE state='done' AND tool_name=? AND coalesce(json_extract(result_json, '$.entry_id'), '') <> ''`, catalogue.Prefix+"diary_write")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: join outbox %s: %w", f, err)
+	}
+	s.mu.Lock()
+	if s.joins == nil {
+		s.joins = map[string]joinRead{}
+	}
+	s.joins[f] = joinRead{stamp, ls}
+	s.mu.Unlock()
+	return ls, nil
+}
+
+// fileStamp is the size and modification time of the file at path and
+// of its -wal ("" for neither).
+func fileStamp(path string) string {
+	var b strings.Builder
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return b.String()
 }
 
 // notedStamps is the stamps of entries that have a write noted (entry:<id>).

@@ -34,6 +34,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
+	joins   map[string]joinRead // the join outboxes beside it, as read last (neversent.go)
 	wake    chan struct{}
 	kicked  chan struct{} // Kicked: the edge's, beside the flusher's wake
 	closed  bool
