@@ -123,7 +123,11 @@ func (e *Edge) locallyApplied(ctx context.Context, c *call, oldWing string, in *
 		return res // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
-	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)), replayOf(c, resultJSON(res)))
+	ordinal := replayOf(c, resultJSON(res))
+	if e.endsNothingHere(ctx, c) {
+		ordinal = outbox.EndsNothing
+	}
+	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)), ordinal)
 	if id, ok := c.argsMap()["drawer_id"].(string); ok && c.tool.Name == "update_drawer" && c.argsMap()["content"] != nil {
 		e.ownAgain(id) // its text is this device's now (settle's Promote forgot the taken writer)
 	}
@@ -131,6 +135,38 @@ func (e *Edge) locallyApplied(ctx context.Context, c *call, oldWing string, in *
 		res = e.marks().result(res, c.tool.Records, origin.PalaceLocal)
 	}
 	return annotate(res, edge, false)
+}
+
+// endsNothingHere reports a kg_invalidate of a triple the local palace
+// holds no fact of, open or closed (its kg_query of the subject, after
+// the end: an end neither adds nor removes a fact): MemPalace answered it
+// success and changed nothing. Its op is marked (outbox.EndsNothing) so
+// that the gateway's -32035 (the primary holds none either) settles it
+// done, not refused until dead with its objects' later KG writes held
+// behind it (review32 R5); an end of a fact only the primary holds still
+// lands there. A look-up that fails marks nothing: sent as before.
+func (e *Edge) endsNothingHere(ctx context.Context, c *call) bool {
+	if c.tool.Name != "kg_invalidate" {
+		return false
+	}
+	a := c.argsMap()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CallTimeout)
+	defer cancel()
+	q := newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "kg_query", Arguments: map[string]any{"entity": a["subject"], "direction": "outgoing"}})
+	res, err := e.localServer.Call(lctx, q.params)
+	facts, ok := resultJSON(res)["facts"].([]any)
+	if err != nil || !ok {
+		return false
+	}
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		if catalogue.EntityID(fmt.Sprint(f["subject"])) == catalogue.EntityID(fmt.Sprint(a["subject"])) &&
+			catalogue.PredicateID(fmt.Sprint(f["predicate"])) == catalogue.PredicateID(fmt.Sprint(a["predicate"])) &&
+			catalogue.EntityID(fmt.Sprint(f["object"])) == catalogue.EntityID(fmt.Sprint(a["object"])) {
+			return false
+		}
+	}
+	return true
 }
 
 // intent is a write in the outbox before its local answer: the op, and

@@ -43,6 +43,7 @@ const (
 	Cancelled Kind = "cancelled"
 	// Gone: a delete_drawer the primary answered "Drawer not found": the
 	// drawer is not there, as the delete wanted; done, nothing to resend.
+	// Also a kg_invalidate of a fact neither palace holds (endsNothing).
 	Gone Kind = "gone"
 	// DeletedOnPrimary: a join's write the gateway refused because an
 	// admin deleted the record on the primary (its trash holds it, not
@@ -284,6 +285,22 @@ func unknownEvent(op Op, kind Kind, msg string) bool {
 // items of a success, which lands as it is.
 func alreadyGone(op Op, kind Kind, msg string) bool {
 	return kind == Refused && op.Tool == catalogue.Prefix+"delete_drawer" && strings.HasPrefix(msg, "Drawer not found")
+}
+
+// EndsNothing is the Ordinal of a kg_invalidate of a triple the local
+// palace held no fact of, open or closed, when it was made: MemPalace
+// answered it success and changed nothing there.
+const EndsNothing = 1
+
+// endsNothing reports a gateway's refusal of such a kg_invalidate because
+// the primary holds no fact of its triple either (ledger.CodeNotOnPrimary):
+// it changes nothing anywhere (an agent's typo), so it is done, not sent
+// again until dead with its objects' later KG writes held behind it
+// (review32 R5). Without the mark (the local palace held the fact) the
+// refusal is any refusal: its kg_add may still be on its way.
+func endsNothing(op Op, err error) bool {
+	var rpc *RPCError
+	return op.Ordinal == EndsNothing && op.Tool == catalogue.Prefix+"kg_invalidate" && errors.As(err, &rpc) && rpc.Code == ledger.CodeNotOnPrimary
 }
 
 // deletedOnPrimary reports a gateway's refusal of a join's write of a

@@ -61,7 +61,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
 	deleted := deletedOnPrimary(sendErr)
-	if kind == "" || alreadyGone(op, kind, msg) || deleted && f.History {
+	if kind == "" || alreadyGone(op, kind, msg) || endsNothing(op, sendErr) || deleted && f.History {
 		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
 	}
@@ -503,10 +503,14 @@ func (s *Store) retriable(ctx context.Context) (int, error) {
 // primary may hold it under another id.
 func (f *Flusher) goneNote(op Op, msg string, now time.Time) string {
 	words := "already gone on the primary, nothing left to delete (" + msg + ")"
-	if len(op.unnamed) > 0 {
+	switch {
+	case op.Tool == catalogue.Prefix+"kg_invalidate":
+		words = "neither the primary nor this devbox's palace held this fact, open or closed: nothing to end (" + msg + ")"
+		f.Log.Info("a queued end of a fact no palace holds: done, nothing to end", "op", op.Short())
+	case len(op.unnamed) > 0:
 		words = "the primary holds no drawer by this id (" + msg + "), but it may hold this device's diary entry under another id (its own timestamp), which this outbox does not know: the entry may still be there; `devbox-config edge status` names what the primary still holds"
 		f.Log.Warn("a queued delete of a diary entry named no copy on the primary: the primary may still hold the entry under another id", "op", op.Short(), "tool", op.Tool, "answer", msg)
-	} else {
+	default:
 		f.Log.Info("a queued delete's drawer is already gone on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
 	}
 	return noteOf(Gone, words, now)

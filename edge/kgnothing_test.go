@@ -1,0 +1,42 @@
+package edge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// An end of a fact neither palace holds (an agent's typo) changed
+// nothing anywhere, as MemPalace answers it: it is done, not refused to
+// death, and the object's later KG writes reach the primary, not held
+// behind it (review32 R5). An end of a fact only the primary holds
+// (another devbox's, read from there) still lands.
+func TestAnEndOfAFactNoPalaceHoldsHoldsNothingBack(t *testing.T) {
+	t.Parallel()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	postTool(t, primary, testToken, "kg_add", map[string]any{"subject": "svc_p", "predicate": "pages", "object": "ops_1"})
+	for _, args := range []map[string]any{
+		{"subject": "svc_t", "predicate": "alerts_to", "object": "pagr_1"}, // the typo
+		{"subject": "svc_p", "predicate": "pages", "object": "ops_1"},      // the primary's only
+	} {
+		if _, res := h.call("kg_invalidate", args); res.IsError {
+			t.Fatalf("kg_invalidate refused: %s", refusalText(res))
+		}
+	}
+	if _, res := h.call("kg_add", map[string]any{"subject": "svc_t", "predicate": "alerts_to", "object": "pager_1"}); res.IsError {
+		t.Fatalf("kg_add refused: %s", refusalText(res))
+	}
+	h.drained()
+	if d := h.deadOps(); len(d) != 0 {
+		t.Errorf("dead ops: %+v", outbox.FailureOf(d[0].Error))
+	}
+	got := postTool(t, primary, testToken, "kg_query", map[string]any{"entity": "svc_t"})
+	if s := mustJSON(got); !strings.Contains(s, "pager_1") {
+		t.Errorf("the add behind the typo's end is not on the primary: %s", s)
+	}
+	got = postTool(t, primary, testToken, "kg_query", map[string]any{"entity": "svc_p"})
+	if s := mustJSON(got); !strings.Contains(s, `"valid_to":"20`) {
+		t.Errorf("the primary's own fact was not ended: %s", s)
+	}
+}
