@@ -137,16 +137,18 @@ func (e *Edge) locallyApplied(ctx context.Context, c *call, oldWing string, in *
 	return annotate(res, edge, false)
 }
 
-// endsNothingHere reports a kg_invalidate of a triple the local palace
-// holds no fact of, open or closed (its kg_query of the subject, after
-// the end: an end neither adds nor removes a fact): MemPalace answered it
-// success and changed nothing. Its op is marked (outbox.EndsNothing) so
-// that the gateway's -32035 (the primary holds none either) settles it
-// done, not refused until dead with its objects' later KG writes held
-// behind it (review32 R5); an end of a fact only the primary holds still
-// lands there. A look-up that fails marks nothing: sent as before.
+// endsNothingHere reports a kg_invalidate (kg_supersede) of a triple
+// (old object) the local palace holds no fact of, open or closed (its
+// kg_query of the subject, after the end: an end neither adds nor removes
+// that fact): MemPalace answered it success and ended nothing (opened the
+// new object, as an add). Its op is marked (outbox.EndsNothing) so that
+// the gateway's -32035 (the primary holds none either) settles it (done;
+// a supersede sent as its add), not refused until dead with its objects'
+// later KG writes held behind it (review32 R5); an end of a fact only the
+// primary holds still lands there. A look-up that fails marks nothing.
 func (e *Edge) endsNothingHere(ctx context.Context, c *call) bool {
-	if c.tool.Name != "kg_invalidate" {
+	obj := map[string]string{"kg_invalidate": "object", "kg_supersede": "old_object"}[c.tool.Name]
+	if obj == "" {
 		return false
 	}
 	a := c.argsMap()
@@ -162,7 +164,7 @@ func (e *Edge) endsNothingHere(ctx context.Context, c *call) bool {
 		f, _ := x.(map[string]any)
 		if catalogue.EntityID(fmt.Sprint(f["subject"])) == catalogue.EntityID(fmt.Sprint(a["subject"])) &&
 			catalogue.PredicateID(fmt.Sprint(f["predicate"])) == catalogue.PredicateID(fmt.Sprint(a["predicate"])) &&
-			catalogue.EntityID(fmt.Sprint(f["object"])) == catalogue.EntityID(fmt.Sprint(a["object"])) {
+			catalogue.EntityID(fmt.Sprint(f["object"])) == catalogue.EntityID(fmt.Sprint(a[obj])) {
 			return false
 		}
 	}

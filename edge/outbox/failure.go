@@ -287,20 +287,22 @@ func alreadyGone(op Op, kind Kind, msg string) bool {
 	return kind == Refused && op.Tool == catalogue.Prefix+"delete_drawer" && strings.HasPrefix(msg, "Drawer not found")
 }
 
-// EndsNothing is the Ordinal of a kg_invalidate of a triple the local
-// palace held no fact of, open or closed, when it was made: MemPalace
-// answered it success and changed nothing there.
+// EndsNothing is the Ordinal of an edge's kg_invalidate, or kg_supersede,
+// of a triple (its old object) the local palace held no fact of, open or
+// closed, when it was made: MemPalace answered it success and ended
+// nothing there (a supersede opened its new object, as an add).
 const EndsNothing = 1
 
-// endsNothing reports a gateway's refusal of such a kg_invalidate because
-// the primary holds no fact of its triple either (ledger.CodeNotOnPrimary):
-// it changes nothing anywhere (an agent's typo), so it is done, not sent
-// again until dead with its objects' later KG writes held behind it
+// endsNothing reports a gateway's refusal of such an end because the
+// primary holds no fact of its triple either (ledger.CodeNotOnPrimary): it
+// ends nothing anywhere (an agent's typo, a supersede used as an add), so
+// a kg_invalidate is done and a kg_supersede sent as its add (asAdd), not
+// sent again until dead with its objects' later KG writes held behind it
 // (review32 R5). Without the mark (the local palace held the fact) the
 // refusal is any refusal: its kg_add may still be on its way.
 func endsNothing(op Op, err error) bool {
 	var rpc *RPCError
-	return op.Ordinal == EndsNothing && op.Tool == catalogue.Prefix+"kg_invalidate" && errors.As(err, &rpc) && rpc.Code == ledger.CodeNotOnPrimary
+	return op.Ordinal == EndsNothing && (op.Tool == catalogue.Prefix+"kg_invalidate" || op.Tool == catalogue.Prefix+"kg_supersede") && errors.As(err, &rpc) && rpc.Code == ledger.CodeNotOnPrimary
 }
 
 // deletedOnPrimary reports a gateway's refusal of a join's write of a

@@ -140,8 +140,9 @@ type Write struct {
 	// (bit i: item i, of the first MaxReplayItems) the local palace
 	// listed as duplicates of the very drawer each would file: the
 	// flusher names them (ReplayItemsFrom), and a gateway drops those an
-	// admin deleted on the primary. An edge's kg_invalidate of a triple
-	// its local palace holds no fact of, open or closed, is EndsNothing.
+	// admin deleted on the primary. An edge's kg_invalidate (kg_supersede)
+	// of a triple (old object) its local palace holds no fact of, open or
+	// closed, is EndsNothing.
 	Ordinal int
 	// Held: the replication policy did not parse; the op waits (Held)
 	// until it does.

@@ -61,7 +61,11 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
 	deleted := deletedOnPrimary(sendErr)
-	if kind == "" || alreadyGone(op, kind, msg) || endsNothing(op, sendErr) || deleted && f.History {
+	nothing := !f.History && endsNothing(op, sendErr) // a join's Ordinal counts copies
+	if nothing && op.Tool == catalogue.Prefix+"kg_supersede" {
+		return f.asAdd(ctx, op, msg, now)
+	}
+	if kind == "" || alreadyGone(op, kind, msg) || nothing || deleted && f.History {
 		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
 	}
