@@ -65,49 +65,64 @@ type answerEnvelope struct {
 			Type string             `json:"type"`
 			Text segjson.RawMessage `json:"text"`
 		} `json:"content"`
+		IsError *bool `json:"isError"`
 	} `json:"result"`
 	Error segjson.RawMessage `json:"error"`
 }
 
-// answerText is a tools/call answer's one text block, parsed (isErr for
-// a JSON-RPC error answer, passed on as is); an error
+// answerKind is what answerText read: a tool's result, a JSON-RPC error
+// (passed on as is), or a result MemPalace marked isError (read only as
+// unopenedPalace's answer: it is no shape the filters know).
+type answerKind int
+
+const (
+	answerResult answerKind = iota
+	answerRPCError
+	answerToolError
+)
+
+// answerText is a tools/call answer's one text block, parsed, and its
+// kind; an error
 // for anything but MemPalace's envelope of exactly one text block holding
 // an object or an array (follow_tunnels'). The envelope is decoded into a struct (segmentio's decoder:
 // exact-case keys, no unknown ones) and the text is read where it lies
 // (gjson), never decoded into maps: on MemPalace's real answers
 // (kilobytes of text) that decoding was most of the gateway's added
 // latency.
-func answerText(resp []byte) (text gjson.Result, isErr bool, err error) {
+func answerText(resp []byte) (text gjson.Result, kind answerKind, err error) {
 	_, body, ok := plainAnswer(resp)
 	if !ok {
 		var env answerEnvelope
 		if jsondepth.Deeper(resp, jsondepth.Max) { // segmentio's decoder reads nesting by recursion
-			return text, false, errUnknownShape
+			return text, kind, errUnknownShape
 		}
 		if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
-			return text, false, errUnknownShape
+			return text, kind, errUnknownShape
 		}
 		if env.Result == nil {
 			if env.Error != nil {
-				return text, true, nil
+				return text, answerRPCError, nil
 			}
-			return text, false, errUnknownShape
+			return text, kind, errUnknownShape
+		}
+		if env.Result.IsError != nil && *env.Result.IsError {
+			kind = answerToolError
 		}
 		c := env.Result.Content
 		if len(c) != 1 || c[0].Type != "text" || len(c[0].Text) < 2 || c[0].Text[0] != '"' {
-			return text, false, errUnknownShape
+			return text, kind, errUnknownShape
 		}
 		var end int
 		body, end, ok = unquote(c[0].Text[1:])
 		ok = ok && end == len(c[0].Text)-2
 	}
 	if !ok || !utf8.Valid(body) || !jsondepth.Valid(body) {
-		return text, false, errUnknownShape
+		return text, kind, errUnknownShape
 	}
 	if text = gjson.ParseBytes(body); !text.IsObject() && !text.IsArray() {
-		return text, false, errUnknownShape
+		return text, kind, errUnknownShape
 	}
-	return text, false, nil
+	return text, kind, nil
 }
 
 // member is one member of an answer object.
@@ -163,20 +178,26 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if !cut && ann == nil {
 		return resp, nil
 	}
-	m, isErr, err := answerText(resp)
+	m, kind, err := answerText(resp)
+	if err == nil && kind == answerToolError && !unopenedPalace(membersOf(m)) {
+		err = errUnknownShape // a tool's own error of another shape, as before
+	}
 	if err != nil && !cut && d.Trusts == nil {
 		return resp, nil // as before origins: nothing to cut, and every record is trusted
 	}
 	if err != nil {
 		return nil, err
 	}
-	if isErr {
+	if kind == answerRPCError {
 		return resp, nil
 	}
 	if m.IsArray() && (cut || !t.Records.IsList()) {
 		return nil, errUnknownShape
 	}
 	ms := membersOf(m)
+	if cut && unopenedPalace(ms) {
+		return s.unopenedAnswer(d, kind, id, m.Raw)
+	}
 	if _, cli := memberOf(ms, "cli_output"); cli && d.Trusts != nil {
 		return nil, errCLIUntrusted
 	}
@@ -203,6 +224,53 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		return nil, err
 	}
 	return rewrap(id, text), nil
+}
+
+// unopenedPalace reports whether ms is MemPalace's answer to any drawer
+// read while it cannot open the palace's drawers (3.11,
+// mcp_server/_session.py): "Chroma database missing" before the first
+// drawer is filed (an empty room), "Backend open failed" (after a search
+// of that empty palace, or a broken one), "No palace found"; with at most
+// its details, hint and backend, all text. It names no wing's data.
+func unopenedPalace(ms []member) bool {
+	if _, odd := oddKey(ms, []string{"error", "details", "hint", "backend"}); odd {
+		return false
+	}
+	for _, m := range ms {
+		if m.v.Type != gjson.String {
+			return false
+		}
+	}
+	switch e, _ := memberOf(ms, "error"); e.Str {
+	case "Chroma database missing", "Backend open failed", "No palace found":
+		return true
+	}
+	return false
+}
+
+// unopenedAnswer is MemPalace's unopenedPalace answer text for a device
+// d whose answers are cut, under id: the primary's paths cut for a
+// device that is not admin, "filtered": true, and isError as MemPalace
+// marked it. The edge reads "Chroma database missing" as nothing there
+// (refused here as an unknown shape, it held a fresh primary's first
+// queued diary entry: attack102 F1).
+func (s *Server) unopenedAnswer(d *Device, kind answerKind, id json.RawMessage, text string) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnknownShape, err)
+	}
+	if !d.Admin {
+		s.cutTopology(m)
+	}
+	m["filtered"] = true
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnknownShape, err)
+	}
+	if out = rewrap(id, out); kind == answerToolError {
+		out = append(out[:len(out)-2], `,"isError":true}}`...) // after its content
+	}
+	return out, nil
 }
 
 // rewrap puts an answer's text in MemPalace's envelope, answering id.

@@ -31,13 +31,13 @@ const untrustedTypesKey = "untrusted_relationship_types"
 // counts are numbers, not text, and stay. The cost is a map look-up per
 // predicate: no read of the primary.
 func (s *Server) kgStatsOrigins(d *Device, id json.RawMessage, resp []byte) ([]byte, error) {
-	m, isErr, err := answerText(resp)
+	m, kind, err := answerText(resp)
 	switch {
 	case err != nil:
 		return nil, err
-	case isErr:
+	case kind == answerRPCError:
 		return resp, nil
-	case !m.IsObject():
+	case kind == answerToolError, !m.IsObject():
 		return nil, errUnknownShape
 	}
 	seen := map[string]int{}

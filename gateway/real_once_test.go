@@ -209,23 +209,39 @@ func TestRealExactlyOnce(t *testing.T) {
 // A fleet's first write to a primary that holds nothing yet may be a
 // diary entry. Real MemPalace 3.11.0 answers the look-up made before it is
 // sent (list_drawers) with "Chroma database missing" until some drawer
-// exists; that means nothing is there, and the entry goes. (It waited in
-// the outbox until another device filed a drawer: found by an outside
-// tester.)
+// exists; that means nothing is there, and the entry goes, sent straight
+// to serve or through the gateway by a device that reads only its own
+// wings. (It waited in the outbox until another device filed a drawer:
+// found by outside testers, attack102 F1 through the gateway, which
+// refused that answer as a shape it does not know.)
 func TestRealDiaryIsTheFirstWriteToAnEmptyPrimary(t *testing.T) {
-	srv := realpalace.New(t).Serve(t, upstreamToken)
-	st, p, f := edgeOutbox(t, srv.URL, upstreamToken)
-	ctx := context.Background()
-	b, _ := json.Marshal(map[string]any{"agent_name": "pi", "entry": "the first entry on a new primary"})
-	if _, err := st.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: b}); err != nil {
-		t.Fatal(err)
-	}
-	if s := drain(t, st, p, f, 30*time.Second); s.ByState[outbox.Done] != 1 {
-		t.Fatalf("the entry was not sent: %+v", s)
-	}
-	read, err := srv.Client.Call("mempalace_diary_read", map[string]any{"agent_name": "pi"})
-	if err != nil || !strings.Contains(fmt.Sprint(read), "the first entry on a new primary") {
-		t.Fatalf("diary on the primary: %v %v", read, err)
+	for _, via := range []string{"serve", "gateway"} {
+		t.Run(via, func(t *testing.T) {
+			srv := realpalace.New(t).Serve(t, upstreamToken)
+			url, token := srv.URL, upstreamToken
+			if via == "gateway" {
+				g := newGWAt(t, []Device{{ID: "dev1", Label: "dev1", Read: []string{"wing_pi"}, Write: []string{"wing_pi"}, Agents: []string{"pi@dev1"}, ReadRate: 1e9, WriteRate: 1e9}},
+					&upstream{name: "mempalace " + realpalace.Version, url: srv.URL})
+				url, token = g.http.URL+"/mcp", g.tokens["dev1"]
+			}
+			st, p, f := edgeOutbox(t, url, token)
+			ctx := context.Background()
+			b, _ := json.Marshal(map[string]any{"agent_name": "pi", "entry": "the first entry on a new primary"})
+			if _, err := st.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: b}); err != nil {
+				t.Fatal(err)
+			}
+			if s := drain(t, st, p, f, 30*time.Second); s.ByState[outbox.Done] != 1 {
+				ops, _ := st.List(ctx, 10)
+				for _, o := range ops {
+					t.Logf("op %s attempts %d: %s", o.State, o.Attempts, o.Error)
+				}
+				t.Fatalf("the entry was not sent: %+v", s)
+			}
+			read, err := srv.Client.Call("mempalace_diary_read", map[string]any{"agent_name": "pi"})
+			if err != nil || !strings.Contains(fmt.Sprint(read), "the first entry on a new primary") {
+				t.Fatalf("diary on the primary: %v %v", read, err)
+			}
+		})
 	}
 }
 

@@ -133,3 +133,55 @@ func TestRealGatewayLetsEveryAdvertisedParameterThrough(t *testing.T) {
 		t.Fatalf("only %d calls: the read tools were not all tried", calls)
 	}
 }
+
+// TestRealFreshPrimaryReadsAreMemPalacesOwnError: on a primary that holds
+// no drawer yet, real MemPalace answers drawer reads with "Chroma database
+// missing" (then, once a search ran, "Backend open failed"), with details
+// naming its palace path. Every read tool 3.11.0 advertises, as a device
+// with exact wing grants, gets MemPalace's answer with the path cut, not
+// the gateway's refusal of an unknown shape (attack102 F1: "details"
+// unknown, so an edge's look-up before a queued diary entry failed).
+func TestRealFreshPrimaryReadsAreMemPalacesOwnError(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, []Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared", "wing_opencode"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, ReadRate: 1e9, WriteRate: 1e9}}, u)
+	tools, err := srv.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded := map[string]any{"wing": "shared", "room": "notes", "query": "release", "drawer_id": "drawer_shared_notes_1", "drawer_ids": []any{"drawer_shared_notes_1"},
+		"content": "release", "agent_name": "opencode"}
+	// before anything searched: "Chroma database missing", naming the path
+	m, rpcErr, _ := g.call(g.tokens["laptop-7f3a"], "list_drawers", map[string]any{"wing": "shared"})
+	if details, _ := m["details"].(string); m["error"] != "Chroma database missing" || !strings.Contains(details, "[path cut") || strings.Contains(details, "chroma.sqlite3") {
+		t.Errorf("list_drawers on a fresh primary: %v %v, want MemPalace's error, its path cut", m, rpcErr)
+	}
+	unopened := 0
+	for _, tl := range tools {
+		rec, _ := catalogue.Lookup(tl.Name)
+		if !rec.Reads || rec.Filter == catalogue.NoFilter {
+			continue
+		}
+		props, _ := tl.InputSchema["properties"].(map[string]any)
+		required, _ := tl.InputSchema["required"].([]any)
+		args := map[string]any{}
+		for _, r := range required {
+			args[r.(string)] = argValue(r.(string), props[r.(string)].(map[string]any), seeded)
+		}
+		if rec.Name == "event_wait" {
+			args["timeout_ms"] = 10
+		}
+		m, rpcErr, _ := g.call(g.tokens["laptop-7f3a"], rec.Name, args)
+		if msg := fmt.Sprint(rpcErr["message"]); strings.Contains(msg, "answer refused") {
+			t.Errorf("%s on a fresh primary: %s", rec.Name, msg)
+		}
+		if e, _ := m["error"].(string); e == "Chroma database missing" || e == "Backend open failed" {
+			unopened++
+			if all := fmt.Sprint(m); strings.Contains(all, "chroma.sqlite3") {
+				t.Errorf("%s names the primary's palace: %v", rec.Name, m)
+			}
+		}
+	}
+	if unopened < 3 {
+		t.Fatalf("only %d reads answered MemPalace's error: the primary was not fresh", unopened)
+	}
+}
