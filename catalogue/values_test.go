@@ -104,4 +104,22 @@ func TestOverCapSaysWhatMemPalaceSays(t *testing.T) {
 			t.Errorf("%s's %s of %d bytes: %q, want %q", c.tool, c.arg, len(c.text), got, c.want)
 		}
 	}
+	// attack102 F4: a diary entry given as content (MemPalace's alias of
+	// entry) and a checkpoint's items and diary entry have the same cap.
+	over := strings.Repeat("a", 100001)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"diary_write", map[string]any{"content": emoji + "a"}, "content exceeds maximum length of 100000 characters"},
+		{"checkpoint", map[string]any{"items": []any{map[string]any{"content": emoji}, map[string]any{"content": over}}}, "items[1]: content exceeds maximum length of 100000 characters"},
+		{"checkpoint", map[string]any{"items": []any{}, "diary": map[string]any{"entry": over}}, "diary: content exceeds maximum length of 100000 characters"},
+		{"checkpoint", map[string]any{"items": []any{}, "diary": map[string]any{"content": over}}, "diary: content exceeds maximum length of 100000 characters"},
+		{"checkpoint", map[string]any{"items": []any{"x", map[string]any{"content": emoji}}, "diary": map[string]any{"entry": emoji}}, ""},
+	} {
+		if got := OverCap(tool(c.tool), c.args); got != c.want {
+			t.Errorf("%s: %q, want %q", c.tool, got, c.want)
+		}
+	}
 }

@@ -71,6 +71,12 @@ func TestATextOverMemPalacesCapIsNotForwarded(t *testing.T) {
 		{"an event body a byte over", laptop, "event_append", event(strings.Repeat("é", 128<<10) + "a"), "body is 262145 bytes; maximum is 262144 bytes (MemPalace's event body cap): not forwarded"},
 		{"a 16 MiB event body", laptop, "event_append", event(strings.Repeat("y", 16<<20-400)), "body is 16776816 bytes; maximum is 262144 bytes"},
 		{"a drawer of 100,001 characters", desk, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": strings.Repeat("😀", 100001)}, "content exceeds maximum length of 100000 characters (MemPalace's drawer content cap)"},
+		// attack102 F4: MemPalace's alias of entry, and a checkpoint's texts
+		{"a diary entry of 8 MB as content", desk, "diary_write", map[string]any{"agent_name": "pi", "content": strings.Repeat("d", 8e6)}, "content exceeds maximum length of 100000 characters (MemPalace's drawer content cap): not forwarded"},
+		{"a diary entry of 100,000 characters as content", desk, "diary_write", map[string]any{"agent_name": "pi", "content": strings.Repeat("😀", 100000)}, ""},
+		{"a checkpoint item of 100,001 characters", desk, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": "short"}, map[string]any{"wing": "shared", "room": "r", "content": strings.Repeat("c", 100001)}}}, "items[1]: content exceeds maximum length of 100000 characters (MemPalace's drawer content cap): not forwarded"},
+		{"a checkpoint's diary entry of 100,001 characters", desk, "checkpoint", map[string]any{"items": []any{}, "diary": map[string]any{"agent_name": "pi", "content": strings.Repeat("c", 100001)}}, "diary: content exceeds maximum length of 100000 characters"},
+		{"a checkpoint at the cap", desk, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": strings.Repeat("😀", 100000)}}, "diary": map[string]any{"agent_name": "pi", "entry": strings.Repeat("😀", 100000)}}, ""},
 	} {
 		before := len(rec.of(c.tool))
 		_, rpcErr, _ := g.call(c.token, c.tool, c.args)
