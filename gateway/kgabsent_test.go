@@ -96,6 +96,13 @@ func TestAnAddHeldByAnothersFactSaysWhoseAndThatItsDatesWereNotKept(t *testing.T
 	if res, rpc, _ := g.call(g.tokens["alpha"], "kg_add", fact); rpc != nil || res["success"] != true || res["held_by"] != nil || res["note"] != nil {
 		t.Errorf("alpha's own add sent again: %v %v; want a plain success", res, rpc)
 	}
+	// MemPalace keeps "+00:00" as "Z" (and trims): the same instant sent
+	// again is this device's own dates kept (review32 R2).
+	utc := map[string]any{"subject": "service_y", "predicate": "runs_on", "object": "host_2", "valid_from": "2026-12-01T10:00:00+00:00"}
+	g.mustKG("alpha", "kg_add", utc)
+	if res, rpc, _ := g.call(g.tokens["alpha"], "kg_add", utc); rpc != nil || res["success"] != true || res["held_by"] != nil || res["note"] != nil {
+		t.Errorf("alpha's own add at +00:00 sent again: %v %v; want a plain success", res, rpc)
+	}
 }
 
 // A KG write that would open a fact whose subject, predicate or object

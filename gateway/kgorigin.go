@@ -58,10 +58,11 @@ func (s *Server) addingHeldFact(ctx context.Context, d *Device, req *rpcRequest)
 // fact current already and filed nothing (attack99 F1): "held_by" (the
 // device whose fact it is, "" of unknown origin), "valid_from_kept" and
 // a "note" saying the add's own dates were not kept; nil when it is this
-// device's own fact with the add's dates (a send again, or a join).
+// device's own fact with the add's dates as MemPalace keeps them (a send
+// again, or a join: review32 R2).
 func heldNote(d *Device, args map[string]any, kept string, st provenance.Stamp, stamped bool) map[string]any {
 	asked, to := str(args["valid_from"]), str(args["valid_to"])
-	if stamped && st.Device == d.ID && (asked == "" || asked == kept) && to == "" {
+	if same := provenance.Temporal(asked); stamped && st.Device == d.ID && (same == "" || same == provenance.Temporal(kept)) && to == "" {
 		return nil
 	}
 	whose, fix := "of unknown origin (filed around the gateway, or its add's answer lost)", "end it (any --kg write device may), then add it again"

@@ -57,15 +57,16 @@ func Tunnel(id string) Key { return Key{KindTunnel, []string{id}} }
 // its schema when closed facts got keys of their own: an open fact's key
 // is as it was.)
 func Fact(subject, predicate, object, validFrom, validTo string) Key {
-	validity := temporal(validFrom)
-	if vt := temporal(validTo); vt != "" {
+	validity := Temporal(validFrom)
+	if vt := Temporal(validTo); vt != "" {
 		validity += ".." + vt
 	}
 	return Key{KindFact, []string{catalogue.EntityID(subject), catalogue.PredicateID(predicate), catalogue.EntityID(object), validity}}
 }
 
-// temporal is a valid_from or valid_to as the index holds it.
-func temporal(v string) string {
+// Temporal is a valid_from or valid_to as MemPalace stores it and the
+// index holds it: trimmed, "+00:00" as "Z".
+func Temporal(v string) string {
 	v = strings.TrimSpace(v)
 	if s, ok := strings.CutSuffix(v, "+00:00"); ok {
 		v = s + "Z"
