@@ -250,7 +250,10 @@ func (s *Server) serveHealthz(x *exchange) {
 
 // admitStep is what a device's /mcp request passes before its body is
 // read: its place among the device's requests in flight, and its body's
-// bytes among theirs and every device's (release follows a true), its query, and a rate left. A device over both its rates is
+// bytes among theirs and every device's (a small body's among its
+// device's only: smallBytes), its query, and a rate left; release
+// follows a true, and the answers the request reads upstream are counted
+// with its body (x.upstream.held). A device over both its rates is
 // refused before the body, whatever it holds (attack71 F2: an over-rate
 // device's requests each held a connection until the body deadline); it
 // counts as a read.
@@ -259,7 +262,7 @@ func (s *Server) admitStep(x *exchange, d *Device) (release func(), ok bool) {
 	if size < 0 { // chunked: as long as it may be
 		size = MaxBody
 	}
-	release, refusal := s.flight.take(d.ID, size)
+	h, refusal := s.flight.take(d.ID, size)
 	if refusal != "" {
 		s.quietPastFew(x, d, ruleInFlight)
 		x.w.Header().Set("Retry-After", retryAfter)
@@ -267,15 +270,16 @@ func (s *Server) admitStep(x *exchange, d *Device) (release func(), ok bool) {
 		return nil, false
 	}
 	if _, ok := s.queryStep(x, nil, d); !ok {
-		release()
+		h.release()
 		return nil, false
 	}
 	if s.rates.spent(d, s.Now()) {
 		s.limitStep(x, d, nil, false)
-		release()
+		h.release()
 		return nil, false
 	}
-	return release, true
+	x.upstream.held = h
+	return h.release, true
 }
 
 // serveMCP is POST /mcp: authenticate, parse, then a protocol method is

@@ -76,71 +76,129 @@ func (l *limiters) spent(d *Device, now time.Time) bool {
 // once (an event_wait, a flush's send, the agent's calls).
 const maxInFlight = 32
 
-// deviceBodies and gatewayBodies bound the bytes of request bodies being
-// read, parsed and forwarded at once: one device's (three whole 16 MiB
-// writes), and every device's together (eight). A body costs the gateway
-// some seven times itself in memory while it is served (read, parsed,
-// digested, re-encoded, sent: BENCHMARKS.md), so 32 of one device's
-// 16 MiB bodies held 3.5 GB (attack100 F4); now one device's hold about
-// 450 MB, every device's about 1 GB. A body of undeclared length
-// (chunked) counts as MaxBody.
+// deviceBodies and gatewayBodies bound the bytes of request bodies and
+// upstream answers being read, parsed, filtered and forwarded at once:
+// one device's (three whole 16 MiB writes), and every device's together
+// (eight). A body costs the gateway some seven times itself in memory
+// while it is served (read, parsed, digested, re-encoded, sent:
+// BENCHMARKS.md), so 32 of one device's 16 MiB bodies held 3.5 GB
+// (attack100 F4); an answer some three times itself (read, filtered,
+// written). A body of undeclared length (chunked) counts as MaxBody.
 const (
 	deviceBodies  = 48 << 20
 	gatewayBodies = 128 << 20
 )
+
+// smallBytes: a body under it counts in its device's bound only, not in
+// every device's, so devices sending big bodies slowly (or writes queued
+// for the write slot) cannot refuse every other device's reads, pings
+// and event waits (review32 R4); an answer's first smallBytes count in
+// neither, so a write's answer (a few hundred bytes) is never cut. Every
+// read and protocol message, an event, and a drawer's or diary entry's
+// text as an edge sends it (100,000 characters, at most 400 KB of UTF-8)
+// are under it; an artifact, a checkpoint's batch, a join's bulk are
+// not. One device's small bodies still hold at most deviceBodies, its
+// answers' free parts 32 MiB (maxInFlight of them).
+const smallBytes = 1 << 20
 
 // retryAfter is the Retry-After of an in_flight refusal, in seconds: a
 // request being served ends within seconds, mostly.
 const retryAfter = "2"
 
 // inFlight counts each device's requests being served, and the bytes
-// of their bodies.
+// of their bodies and answers.
 type inFlight struct {
 	mu    sync.Mutex
 	n     map[string]int   // requests, by device
-	bytes map[string]int64 // their bodies' bytes, by device
-	total int64            // every device's bodies' bytes
+	bytes map[string]int64 // their bytes, by device
+	total int64            // every device's bytes (small bodies left out)
 	// device, gateway: the bounds on bytes (0: deviceBodies,
 	// gatewayBodies); tests set less.
 	device, gateway int64
 }
 
+// held is one request's count in inFlight: its body's bytes and its
+// answers' (add), given back together when it ends (release).
+type held struct {
+	f           *inFlight
+	device      string
+	own, shared int64 // counted in the device's bound; in every device's
+	released    bool  // its request ended: an answer read later is not counted
+}
+
 // take counts one more of device's, whose body is size bytes, if that
-// keeps the device within maxInFlight and its bodies and every device's
-// within their bounds; release must follow a "". Else it says which
-// bound refused it.
-func (f *inFlight) take(device string, size int64) (release func(), refusal string) {
+// keeps the device within maxInFlight and its bytes and every device's
+// within their bounds; release must follow a nil refusal. Else it says
+// which bound refused it.
+func (f *inFlight) take(device string, size int64) (h *held, refusal string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	perDevice, all := cmp.Or(f.device, deviceBodies), cmp.Or(f.gateway, gatewayBodies)
-	switch {
-	case f.n[device] >= maxInFlight:
+	if f.n[device] >= maxInFlight {
 		return nil, fmt.Sprintf("%s has %d requests being served, the most one device may at once", device, maxInFlight)
-	case f.bytes[device]+size > perDevice:
-		return nil, fmt.Sprintf("%s has %d bytes of request bodies being served, and this one's %d would pass the %d (%d MiB) one device's may hold at once", device, f.bytes[device], size, perDevice, perDevice>>20)
-	case f.total+size > all:
-		return nil, fmt.Sprintf("the gateway holds %d bytes of request bodies being served (every device's), and this one's %d would pass the %d (%d MiB) it holds at once", f.total, size, all, all>>20)
+	}
+	shared := size
+	if size < smallBytes {
+		shared = 0
+	}
+	if refusal := f.overLocked(device, size, shared, "this one's body"); refusal != "" {
+		return nil, refusal
 	}
 	if f.n == nil {
-		f.n = map[string]int{}
-	}
-	if f.bytes == nil {
-		f.bytes = map[string]int64{}
+		f.n, f.bytes = map[string]int{}, map[string]int64{}
 	}
 	f.n[device]++
-	f.bytes[device] += size
-	f.total += size
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.total -= size
-		if f.bytes[device] -= size; f.bytes[device] == 0 {
-			delete(f.bytes, device)
-		}
-		if f.n[device]--; f.n[device] == 0 {
-			delete(f.n, device)
-		}
-	}, ""
+	h = &held{f: f, device: device}
+	h.countLocked(size, shared)
+	return h, ""
+}
+
+// overLocked says which bound own more bytes of device's, shared of them
+// in every device's, would pass ("" none); what names them.
+func (f *inFlight) overLocked(device string, own, shared int64, what string) string {
+	perDevice, all := cmp.Or(f.device, deviceBodies), cmp.Or(f.gateway, gatewayBodies)
+	switch {
+	case f.bytes[device]+own > perDevice:
+		return fmt.Sprintf("%s has %d bytes of request bodies and upstream answers being served, and %s %d would pass the %d (%d MiB) one device's may hold at once", device, f.bytes[device], what, own, perDevice, perDevice>>20)
+	case shared > 0 && f.total+shared > all:
+		return fmt.Sprintf("the gateway holds %d bytes of request bodies and upstream answers being served (every device's), and %s %d would pass the %d (%d MiB) it holds at once", f.total, what, shared, all, all>>20)
+	}
+	return ""
+}
+
+func (h *held) countLocked(own, shared int64) {
+	h.own, h.shared = h.own+own, h.shared+shared
+	h.f.bytes[h.device] += own
+	h.f.total += shared
+}
+
+// add counts n more bytes of an upstream answer being read for the
+// request, in both bounds, or says which it would pass ("" none).
+func (h *held) add(n int64) string {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if h.released {
+		return "" // an answer read after its request ended is not held by it
+	}
+	if refusal := h.f.overLocked(h.device, n, n, "this request's upstream answer's next"); refusal != "" {
+		return refusal
+	}
+	h.countLocked(n, n)
+	return ""
+}
+
+// release gives back the request's place and bytes.
+func (h *held) release() {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h.released = true
+	f.total -= h.shared
+	if f.bytes[h.device] -= h.own; f.bytes[h.device] == 0 {
+		delete(f.bytes, h.device)
+	}
+	if f.n[h.device]--; f.n[h.device] == 0 {
+		delete(f.n, h.device)
+	}
 }
 
 // burstOf is the device's read or write burst: 100 reads, 20 writes, or

@@ -232,53 +232,86 @@ func TestALateBodyIsAnsweredNotApplied(t *testing.T) {
 // The bytes of bodies in flight are bounded, one device's and every
 // device's: past either a request is refused 429 (rule in_flight, with a
 // Retry-After) before its body is read (attack100 F4: 32 of one device's
-// 16 MiB bodies held 3.5 GB). A request within both is served.
+// 16 MiB bodies held 3.5 GB). A small body (under smallBytes) counts in
+// its device's bound only: devices holding every device's bytes with big
+// bodies sent slowly do not refuse another device's ping (review32 R4:
+// they did, 429 in_flight, for as long as the bodies took).
 func TestTheBytesOfBodiesInFlightAreBounded(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	g.srv.bodyGrace = 10 * time.Second
-	g.srv.flight.device, g.srv.flight.gateway = 2500, 3500
+	g.srv.flight.device, g.srv.flight.gateway = 7<<20, 9<<20
 	addr := strings.TrimPrefix(g.http.URL, "http://")
 	head := func(device string) string {
-		return "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nHost: " + addr + "\r\nAuthorization: Bearer " + g.tokens[device] + "\r\n"
+		return fmt.Sprintf("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", 3<<20, addr, g.tokens[device])
 	}
-	for _, device := range []string{"laptop-7f3a", "laptop-7f3a", "desk-9b21"} { // 3000 bytes held
+	stall := func(device string) (status int, says string) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		io.WriteString(c, head(device)+"\r\n"+`{"jsonrpc"`)
-	}
-	waitUntil(t, "the stalled bodies in flight", func() bool {
-		g.srv.flight.mu.Lock()
-		defer g.srv.flight.mu.Unlock()
-		return g.srv.flight.total == 3000
-	})
-	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"pad":"` + strings.Repeat("x", 600) + `"}}}`
-	for _, c := range []struct {
-		name, device, body string
-		status             int
-		says               string
-	}{
-		{"laptop's 600 more bytes (its 2500)", "laptop-7f3a", big, http.StatusTooManyRequests, "laptop-7f3a has 2000 bytes of request bodies being served"},
-		{"desk's 600 more bytes (the gateway's 3500)", "desk-9b21", big, http.StatusTooManyRequests, "the gateway holds 3000 bytes"},
-		{"desk's ping, within both", "desk-9b21", ping, http.StatusOK, ""},
-	} {
-		req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(c.body))
-		req.Header.Set("Authorization", "Bearer "+g.tokens[c.device])
-		resp, err := http.DefaultClient.Do(req)
+		io.WriteString(c, head(device)+`{"jsonrpc"`)
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "" // stalled, being read
 		}
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != c.status || !strings.Contains(string(b), c.says) || c.status == 429 && resp.Header.Get("Retry-After") == "" {
-			t.Errorf("%s: %d %s (Retry-After %q); want %d saying %q", c.name, resp.StatusCode, b, resp.Header.Get("Retry-After"), c.status, c.says)
+		return resp.StatusCode, string(b) + " Retry-After: " + resp.Header.Get("Retry-After")
+	}
+	for _, device := range []string{"laptop-7f3a", "laptop-7f3a", "desk-9b21"} { // 9 MiB held
+		if status, says := stall(device); status != 0 {
+			t.Fatalf("%s's stalled 3 MiB body: %d %s; want it read", device, status, says)
 		}
 	}
-	if e := g.auditLog(); e[len(e)-2].Rule != ruleInFlight {
-		t.Errorf("the refusal's line: %+v (want rule in_flight)", e[len(e)-2])
+	for _, c := range []struct{ name, device, says string }{
+		{"laptop's 3 MiB more (its 7 MiB)", "laptop-7f3a", "laptop-7f3a has 6291456 bytes of request bodies"},
+		{"admin's 3 MiB (the gateway's 9 MiB)", "admin-0001", "the gateway holds 9437184 bytes"},
+	} {
+		if status, says := stall(c.device); status != http.StatusTooManyRequests || !strings.Contains(says, c.says) || strings.HasSuffix(says, "Retry-After: ") {
+			t.Errorf("%s: %d %s; want 429 saying %q, with a Retry-After", c.name, status, says, c.says)
+		}
 	}
+	if e := g.auditLog(); e[len(e)-1].Rule != ruleInFlight {
+		t.Errorf("the refusal's line: %+v (want rule in_flight)", e[len(e)-1])
+	}
+	for _, device := range []string{"admin-0001", "desk-9b21", "laptop-7f3a"} {
+		if status, m := g.post(g.tokens[device], `{"jsonrpc":"2.0","id":1,"method":"ping"}`); status != http.StatusOK {
+			t.Errorf("%s's ping with every device's bytes held: %d %v; want it served", device, status, m)
+		}
+	}
+}
+
+// An upstream answer counts, past its first smallBytes, in the bytes its
+// device and the gateway hold in flight, as it is read: a get_drawers
+// whose answer would pass the device's bound is refused, saying to ask
+// for fewer ids, a smaller one is served, and what they held is given
+// back (review32 R3: one token's 32 reads of 64 MiB answers held > 2 GB,
+// answers being counted nowhere).
+func TestAnAnswerCountsInTheBytesInFlight(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, bulkDevices)
+	g.srv.flight.device = 2 << 20
+	admin := g.tokens["admin-0001"]
+	var ids []any
+	for i := range 40 { // 40 drawers of 99,000 bytes: an answer of 3.8 MiB
+		res, rpc, _ := g.call(admin, "add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": fmt.Sprintf("%d %s", i, strings.Repeat("x", 99_000))})
+		if rpc != nil || res["drawer_id"] == nil {
+			t.Fatalf("add_drawer: %v %v", res, rpc)
+		}
+		ids = append(ids, res["drawer_id"])
+	}
+	if text := g.rawText(admin, "get_drawers", map[string]any{"drawer_ids": ids}); !strings.Contains(text, "upstream answer refused") ||
+		!strings.Contains(text, "admin-0001 has") || !strings.Contains(text, "ask for less") {
+		t.Errorf("get_drawers of an answer past the device's 2 MiB: %.300s; want refused, saying so", text)
+	}
+	if text := g.rawText(admin, "get_drawers", map[string]any{"drawer_ids": ids[:15]}); strings.HasPrefix(text, "error:") {
+		t.Errorf("get_drawers of an answer within it: %.300s; want it served", text)
+	}
+	waitUntil(t, "the reads' bytes given back", func() bool {
+		g.srv.flight.mu.Lock()
+		defer g.srv.flight.mu.Unlock()
+		return len(g.srv.flight.bytes) == 0 && g.srv.flight.total == 0
+	})
 }

@@ -303,7 +303,7 @@ func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token st
 		return upstreamLook{err: upstreamErr(err)}
 	}
 	defer resp.Body.Close() // read to its end, or not MCP: said below
-	b, _ := readAnswer(resp, body)
+	b, _ := readAnswer(resp, body, nil)
 	_, out := answerOf(resp, b, body, func(s string) string { return redact.Secret(s, token) })
 	return upstreamLook{status: resp.StatusCode, gateway: ledger.Advertised(resp.Header), mcp: gjson.GetBytes(out, "result.tools").IsArray()}
 }
@@ -342,7 +342,8 @@ type upstreamUse struct {
 	inFlight int
 	since    time.Time
 	total    time.Duration
-	hungUp   bool // a call ended unanswered by the request's cancel (callCut)
+	hungUp   bool  // a call ended unanswered by the request's cancel (callCut)
+	held     *held // the request's bytes in flight, its answers' counted in (readAnswer); nil: none
 }
 
 type upstreamUseKey struct{}
@@ -401,7 +402,9 @@ const maxPrealloc = 1 << 20
 // token. Its own errors answer under the message's id.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
 	clean := func(s string) string { return redact.Secret(s, token) }
+	var h *held
 	if c, ok := ctx.Value(upstreamUseKey{}).(*upstreamUse); ok {
+		h = c.held
 		c.start()
 		defer c.stop()
 		if c.cut != nil {
@@ -433,7 +436,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		return callFailed(body, http.StatusBadGateway, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
-	b, bad := readAnswer(resp, body)
+	b, bad := readAnswer(resp, body, h)
 	if bad != "" {
 		callCut(ctx)
 		return callFailed(body, http.StatusBadGateway, bad)
@@ -497,20 +500,49 @@ func overWhat(sent []byte) string {
 }
 
 // readAnswer reads an upstream answer's body whole, or says why it is
-// no answer (bad): cut short, or over maxAnswer (never forwarded as one),
-// which says what it leaves of the call sent.
-func readAnswer(resp *http.Response, sent []byte) (b []byte, bad string) {
+// no answer (bad): cut short, over maxAnswer (never forwarded as one),
+// or, past its first smallBytes, over the bytes its request's device or
+// the gateway may hold in flight (h; nil: not counted): each says what
+// it leaves of the call sent.
+func readAnswer(resp *http.Response, sent []byte, h *held) (b []byte, bad string) {
 	// Read into a buffer of the answer's size (serve sends its length),
 	// not one grown from 512 bytes by copying; up to maxPrealloc, as the
 	// length is only what the answer says (a larger one grows as it comes).
 	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxPrealloc)+bytes.MinRead))
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1)); err != nil {
+	r := &countedReader{r: io.LimitReader(resp.Body, maxAnswer+1), h: h}
+	if _, err := buf.ReadFrom(r); r.refusal != "" {
+		return nil, fmt.Sprintf("upstream answer refused after %d bytes: %s%s", buf.Len(), r.refusal, overWhat(sent))
+	} else if err != nil {
 		return nil, "upstream answer cut short"
 	}
 	if buf.Len() > maxAnswer { // nor is its first maxAnswer bytes
 		return nil, fmt.Sprintf("upstream answer over %d MiB: refused%s", maxAnswer>>20, overWhat(sent))
 	}
 	return buf.Bytes(), ""
+}
+
+// countedReader counts what it reads past smallBytes in h, in whole MiBs
+// (one lock a MiB at most); refusal: why it stopped, over a bound.
+type countedReader struct {
+	r             io.Reader
+	h             *held
+	read, counted int64
+	refusal       string
+}
+
+var errOverHeld = errors.New("over the bytes in flight")
+
+func (c *countedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += int64(n)
+	if over := c.read - smallBytes - c.counted; c.h != nil && over > 0 {
+		step := (over + 1<<20 - 1) >> 20 << 20 // whole MiBs
+		if c.refusal = c.h.add(step); c.refusal != "" {
+			return n, errOverHeld
+		}
+		c.counted += step
+	}
+	return n, err
 }
 
 // sseAnswer is the data of the event of an SSE body (text/event-stream)
