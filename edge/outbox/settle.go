@@ -241,38 +241,13 @@ func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string,
 // gone, or refused by a gateway as what an admin deleted on the primary
 // (deleted: nothing written, the note says why).
 func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind, msg string, deleted bool, now time.Time) {
-	note, result := "", []byte{}
+	result := []byte{}
 	var err error
-	switch {
-	case deleted:
-		f.Log.Info("the gateway did not file again what an admin deleted on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
-		note = noteOf(DeletedOnPrimary, msg, now)
-	case kind != "":
-		note = f.goneNote(op, msg, now)
-		fallthrough
-	default:
+	if !deleted {
 		result, err = json.Marshal(res)
 	}
-	kept, _ := res["already_closed"].(string)
-	closed := kept != "" && kind == "" && op.Tool == catalogue.Prefix+"kg_invalidate"
-	if closed {
-		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", kept)
-		note = noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
-	}
-	if by, held := res["held_by"].(string); held && kind == "" && op.Tool == catalogue.Prefix+"kg_add" {
-		f.Log.Info("the primary held the fact this add files current already: done, nothing filed, its dates not kept", "op", op.Short(), "held_by", by)
-		closed, kept = true, "held"
-		note = noteOf(AlreadyCurrent, fmt.Sprint(res["note"]), now)
-	}
-	warning := warnedOf(op, res, kind)
-	if warning != "" {
-		f.Log.Warn("the gateway took a queued coordination write with a warning; its agent is told", "op", op.Short(), "tool", op.Tool, "warning", warning)
-		note = noteOf(Warned, warning, now)
-	}
-	if words := leftOut(op, res); words != "" && kind == "" {
-		f.Log.Info("the gateway left out of a checkpoint items an admin deleted on the primary: done", "op", op.Short(), "answer", words)
-		note = noteOf(DeletedOnPrimary, words, now)
-	}
+	note, kept, warning := f.doneNote(op, res, kind, msg, deleted, now)
+	closed := kept != ""
 	recorded := true
 	if err == nil {
 		err = f.fenced(ctx, func(tx *sql.Tx) error {
@@ -303,6 +278,37 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		f.S.notices.Add(1) // its agent is told (DeadOps)
 	}
 	f.S.notify(op.ID)
+}
+
+// doneNote is the note a sent op is recorded done with ("": none), and
+// what its agent is told of: kept, the closed key's value (the date a fact
+// was closed already, or "held" for an add the primary holds current),
+// and the gateway's warning on a coordination write.
+func (f *Flusher) doneNote(op Op, res map[string]any, kind Kind, msg string, deleted bool, now time.Time) (note, kept, warning string) {
+	switch {
+	case deleted:
+		f.Log.Info("the gateway did not file again what an admin deleted on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
+		note = noteOf(DeletedOnPrimary, msg, now)
+	case kind != "":
+		note = f.goneNote(op, msg, now)
+	}
+	if ended, _ := res["already_closed"].(string); ended != "" && kind == "" && op.Tool == catalogue.Prefix+"kg_invalidate" {
+		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", ended)
+		kept, note = ended, noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
+	}
+	if by, held := res["held_by"].(string); held && kind == "" && op.Tool == catalogue.Prefix+"kg_add" {
+		f.Log.Info("the primary held the fact this add files current already: done, nothing filed, its dates not kept", "op", op.Short(), "held_by", by)
+		kept, note = "held", noteOf(AlreadyCurrent, fmt.Sprint(res["note"]), now)
+	}
+	if warning = warnedOf(op, res, kind); warning != "" {
+		f.Log.Warn("the gateway took a queued coordination write with a warning; its agent is told", "op", op.Short(), "tool", op.Tool, "warning", warning)
+		note = noteOf(Warned, warning, now)
+	}
+	if words := leftOut(op, res); words != "" && kind == "" {
+		f.Log.Info("the gateway left out of a checkpoint items an admin deleted on the primary: done", "op", op.Short(), "answer", words)
+		note = noteOf(DeletedOnPrimary, words, now)
+	}
+	return note, kept, warning
 }
 
 // warnedOf is the gateway's warning on the answer of op, a coordination
