@@ -328,11 +328,7 @@ func closedLines(closed []outbox.DeadOp) (ends, adds string) {
 // add's dates were not kept): its agent was answered success (attack99
 // F1).
 func heldLine(adds []outbox.DeadOp) string {
-	list := namedList(adds, "", func(o outbox.DeadOp) string {
-		what, _ := deadWhat(o)
-		note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
-		return fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax))
-	})
+	list := namedList(adds, "", withGatewayNote)
 	return fmt.Sprintf("%s from this devbox filed nothing on the primary: %s. This devbox's palace keeps its own dates; `devbox-config edge status` lists %s.",
 		plural(len(adds), "an add of a fact", "adds of facts"), list, plural(len(adds), "it", "them"))
 }
@@ -341,13 +337,17 @@ func heldLine(adds []outbox.DeadOp) string {
 // already (the first deadNamed, then a count), each with the gateway's
 // note (which says the end kept and the one not).
 func closedLine(closed []outbox.DeadOp) string {
-	list := namedList(closed, "", func(o outbox.DeadOp) string {
-		what, _ := deadWhat(o)
-		note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
-		return fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax))
-	})
+	list := namedList(closed, "", withGatewayNote)
 	return fmt.Sprintf("%s from this devbox changed nothing on the primary: %s. This devbox's palace keeps its own end date; to make it the one kept, supersede or re-add the fact; `devbox-config edge status` lists %s.",
 		plural(len(closed), "an end of a fact", "ends of facts"), list, plural(len(closed), "it", "them"))
+}
+
+// withGatewayNote names an op settled with the gateway's note, the note
+// printable and cut.
+func withGatewayNote(o outbox.DeadOp) string {
+	what, _ := deadWhat(o)
+	note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
+	return fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax))
 }
 
 // deadNote is the one line a tool answer carries for ops that died during
