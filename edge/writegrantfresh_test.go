@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -87,7 +88,12 @@ func TestUpdateOfAPrimaryOnlyDrawerOutsideTheWriteGlobs(t *testing.T) {
 // 8 s after the grant, until the agent happened to read).
 func TestAGrantGivenIsHeardBeforeTheEdgeRefuses(t *testing.T) {
 	t.Parallel()
-	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	// The asks wait up to 10 s (the default 1 s): an ask slower than its
+	// wait is still out when the next write joins it, and answers with
+	// the grants from before the grant, which the edge's design accepts
+	// of a slow primary (CI 120's race tier: refused at 1.35 s); an
+	// answered ask ends the wait at once.
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{grantAsk: 10 * time.Second}, "wing_bob")
 	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "before the grant"}); !res.IsError {
 		t.Fatalf("a write outside the write globs was taken: %v", res.Content)
 	}
