@@ -16,7 +16,8 @@ import (
 // uses it (a warning about another project's settings leaves this one's
 // alone). Qwen Code, Gemini's fork, has no allow-list: the same settings
 // warn nothing and qwen does not block it. All offline: the clients show
-// which entry they take without connecting.
+// which entry they take without connecting (Gemini's and Qwen's remote
+// entry is the bridge, which references no secret: attack101 F2).
 func TestRealClientsIgnoreTheEntry(t *testing.T) {
 	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
 	remote := func(r *clientRig) clientRung { return r.rungs()[1] }
@@ -39,16 +40,16 @@ func TestRealClientsIgnoreTheEntry(t *testing.T) {
 			[]string{"mcp", "get", "mempalace"}, "in /elsewhere it wins", "Scope: User config"},
 		{"gemini allow-list", TargetGemini, "gemini", ".gemini/settings.json",
 			`{"mcp": {"allowed": ["memory"]}, "mcpServers": {}}`,
-			[]string{"mcp", "list"}, "mcp.allowed is an allow-list without mempalace", "mempalace: {url} (http) - Blocked"},
+			[]string{"mcp", "list"}, "mcp.allowed is an allow-list without mempalace", "mempalace: devbox-config bridge (stdio) - Blocked"},
 		{"gemini exclude-list", TargetGemini, "gemini", ".gemini/settings.json",
 			`{"mcp": {"excluded": ["MemPalace"]}, "mcpServers": {}}`,
-			[]string{"mcp", "list"}, "mcp.excluded names mempalace", "mempalace: {url} (http) - Blocked"},
+			[]string{"mcp", "list"}, "mcp.excluded names mempalace", "mempalace: devbox-config bridge (stdio) - Blocked"},
 		{"gemini allow-list naming it", TargetGemini, "gemini", ".gemini/settings.json",
 			`{"mcp": {"allowed": ["mempalace"]}, "mcpServers": {}}`,
-			[]string{"mcp", "list"}, "", "mempalace: {url} (http) - Connected"},
+			[]string{"mcp", "list"}, "", "mempalace: devbox-config bridge (stdio) - Connected"},
 		{"qwen allow-list", "qwen", "qwen", ".qwen/settings.json",
 			`{"mcp": {"allowed": ["memory"], "excluded": ["mempalace"]}, "mcpServers": {}}`,
-			[]string{"mcp", "list"}, "", "mempalace: {url} (http) - Connected"},
+			[]string{"mcp", "list"}, "", "mempalace: devbox-config bridge (stdio) - Connected"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := realClient(t, c.bin)

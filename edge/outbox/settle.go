@@ -61,7 +61,11 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
 	deleted := deletedOnPrimary(sendErr)
-	nothing := !f.History && endsNothing(op, sendErr) // a join's Ordinal counts copies
+	// an end neither palace held: refused like any end the primary lacks
+	// (its add may still land from another palace of this device, and the
+	// end after it), and at its last refusal done, as ending nothing,
+	// rather than dead holding its lane (a join's Ordinal counts copies)
+	nothing := !f.History && endsNothing(op, sendErr) && op.Refusals+1 >= f.MaxRefusals
 	if nothing && op.Tool == catalogue.Prefix+"kg_supersede" {
 		return f.asAdd(ctx, op, msg, now)
 	}
