@@ -52,6 +52,15 @@ func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string
 	return kind, msg, false, false
 }
 
+// endedNothing reports an end neither palace held at its last refusal:
+// refused before like any end the primary lacks (its add may still land
+// from another palace of this device, and the end after it), it is then
+// done, as ending nothing, rather than dead holding its lane. A join's
+// ops are never so (their Ordinal counts copies).
+func (f *Flusher) endedNothing(op Op, sendErr error) bool {
+	return !f.History && endsNothing(op, sendErr) && op.Refusals+1 >= f.MaxRefusals
+}
+
 // settle records an attempt's outcome by the failure table (failure.go)
 // and reports whether the op reached the primary. A record that cannot be
 // written (the lease lost, the file unwritable) is logged: the op stays
@@ -61,11 +70,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
 	deleted := deletedOnPrimary(sendErr)
-	// an end neither palace held: refused like any end the primary lacks
-	// (its add may still land from another palace of this device, and the
-	// end after it), and at its last refusal done, as ending nothing,
-	// rather than dead holding its lane (a join's Ordinal counts copies)
-	nothing := !f.History && endsNothing(op, sendErr) && op.Refusals+1 >= f.MaxRefusals
+	nothing := f.endedNothing(op, sendErr)
 	if nothing && op.Tool == catalogue.Prefix+"kg_supersede" {
 		return f.asAdd(ctx, op, msg, now)
 	}
