@@ -305,6 +305,9 @@ func TestAnAnswerCountsInTheBytesInFlight(t *testing.T) {
 	if text := g.rawText(admin, "get_drawers", map[string]any{"drawer_ids": ids}); !strings.Contains(text, "upstream answer refused") ||
 		!strings.Contains(text, "admin-0001 has") || !strings.Contains(text, "ask for less") {
 		t.Errorf("get_drawers of an answer past the device's 2 MiB: %.300s; want refused, saying so", text)
+	} else if i := strings.Index(text, "a read applies nothing: ask for less"); i < 0 || i > 150 {
+		// an edge reads a refusal's first 200 characters for its cue to ask in halves (attack103 F1)
+		t.Errorf("the refusal's 'ask for less' starts at character %d, past what an edge reads: %.300s", i, text)
 	}
 	if text := g.rawText(admin, "get_drawers", map[string]any{"drawer_ids": ids[:15]}); strings.HasPrefix(text, "error:") {
 		t.Errorf("get_drawers of an answer within it: %.300s; want it served", text)
