@@ -20,6 +20,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
@@ -132,7 +133,7 @@ func answerOverCap(err error, why *answerWhy) error {
 	}
 	var st *outbox.HTTPError
 	if why == nil || !why.gateway || !errors.As(err, &st) || st.Status != http.StatusBadGateway ||
-		!strings.Contains(why.text, "a read applies nothing: ask for less") {
+		!strings.Contains(why.text, deviceinfo.ReadAskForLess) {
 		return nil
 	}
 	return fmt.Errorf("%w: the gateway refused it (%s)", errPrimaryAnswerTooLarge, why.text)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/jsondepth"
 	"github.com/joakimp/devbox-config/redact"
@@ -496,7 +497,7 @@ func overWhat(sent []byte) string {
 			return "; the upstream may have applied it"
 		}
 	}
-	return "; a read applies nothing: ask for less (fewer ids, a smaller limit)"
+	return "; " + deviceinfo.ReadAskForLess + " (fewer ids, a smaller limit)"
 }
 
 // readAnswer reads an upstream answer's body whole, or says why it is

@@ -83,6 +83,12 @@ func (in Info) ActsAs(agent string, diary bool) bool {
 // gateway does: ok with rule "write:<wings>", or the rule that refuses
 // it. wing is the first wing written, or the one refused. drawerWing is
 // the wing of the drawer a by-id call names ("" if not found).
+// ReadAskForLess is how a gateway's 502 for a read whose upstream answer
+// it would not hold (over its cap, or past the bytes it may hold in
+// flight) says what it leaves: an edge reads it, within the first 200
+// characters of the refusal, as its cue to read a get_drawers in halves.
+const ReadAskForLess = "a read applies nothing: ask for less"
+
 // RuleNotAnAgent ends AuthorizeWrite's rule for a write under an agent
 // name (its tool's Identity) the device does not hold: the grant that
 // matters is the device's agents, not its wings.
