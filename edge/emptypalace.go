@@ -14,6 +14,12 @@ import (
 // palace that holds no drawers yet.
 const noDrawersYet = "no drawers yet"
 
+// chromaMissing is MemPalace's (3.11) whole error for a drawer read of a
+// palace whose database file does not exist yet: no drawer was ever
+// filed there. (Its "No palace found" and "Backend open failed" are also
+// a broken palace's, so they stay errors.)
+const chromaMissing = "Chroma database missing"
+
 // localEmpty reports a local palace that holds no drawers yet
 // (palacefiles.Empty): MemPalace answers its drawer reads with errors that
 // mean "nothing here", on a devbox new to the fleet until its first write.

@@ -410,3 +410,45 @@ func TestAnAddDrawerOverTheCapWithTheStampSaysSo(t *testing.T) {
 		t.Errorf("%d ops queued, want the one at the cap with the stamp", len(ops))
 	}
 }
+
+// freshPrimary answers every drawer read as real MemPalace 3.11 behind a
+// gateway does while no device has filed a drawer on the primary yet.
+type freshPrimary struct{ inProcessPrimary }
+
+func (freshPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Chroma database missing", "details": "Could not open missing database at /p/chroma.sqlite3.", "hint": "Run: mempalace status or mempalace repair-status for diagnostics.", "filtered": true}`}}}, nil
+}
+
+// A primary no device has filed a drawer on yet is an empty palace, not
+// a failed one: a device's merged reads answer from its own palace
+// without "degraded", and a device as new as the primary answers each
+// read empty, never MemPalace's advice to repair a palace that is merely
+// new (attack103: every read of a fleet's first hour was marked degraded).
+func TestAFreshPrimaryIsEmptyNotDegraded(t *testing.T) {
+	t.Parallel()
+	e, _, primary, _ := routerUnderTest(t)
+	routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "written here first"})
+	e.remote = freshPrimary{inProcessPrimary{primary}}
+	reads := []struct {
+		tool string
+		args map[string]any
+	}{{"mempalace_list_drawers", map[string]any{}}, {"mempalace_diary_read", map[string]any{"agent_name": "me"}}, {"mempalace_check_duplicate", map[string]any{"content": "written here first"}}}
+	for _, r := range reads {
+		tool, m := r.tool, routed(t, e, r.tool, r.args)
+		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet || edgeOf(m)["local"] != "ok" {
+			t.Errorf("%s, the primary fresh: %v", tool, m)
+		}
+	}
+	if l, _ := routed(t, e, "mempalace_list_drawers", map[string]any{})["drawers"].([]any); len(l) != 1 {
+		t.Errorf("list_drawers, the primary fresh: %d drawers, want the local one", len(l))
+	}
+
+	e, _, primary, _ = routerUnderTest(t)
+	e.localServer, e.remote = emptyLocal{missing: true}, freshPrimary{inProcessPrimary{primary}}
+	for _, r := range reads {
+		tool, m := r.tool, routed(t, e, r.tool, r.args)
+		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet || edgeOf(m)["local"] != noDrawersYet {
+			t.Errorf("%s, both palaces fresh: %v", tool, m)
+		}
+	}
+}

@@ -271,7 +271,11 @@ func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any,
 	}
 	switch {
 	case b.lok:
-		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": pwhy}, true), nil
+		degraded := true
+		if pwhy == chromaMissing { // a primary no device has filed a drawer on yet: nothing there to merge
+			pwhy, degraded = noDrawersYet, false
+		}
+		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": pwhy}, degraded), nil
 	case b.pok:
 		why, degraded := "unusable answer", true
 		switch {
@@ -291,6 +295,9 @@ func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any,
 		// could not answer leaves the empty answer, degraded.
 		if rpcErr := peerError(perr); rpcErr != nil {
 			return nil, rpcErr
+		}
+		if perr == nil && pwhy == chromaMissing { // a fleet new to memory: neither palace holds a drawer
+			return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": noDrawersYet}, false), nil
 		}
 		if perr == nil && b.primary.res != nil {
 			return b.primary.res, nil
