@@ -157,3 +157,26 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 	}
 	sameShape("status", m)
 }
+
+// TestRealAFreshFleetReadsEmpty is a fleet's first minute: neither the
+// device's palace nor the primary holds a drawer (real MemPalace answers
+// "Chroma database missing" on both). Every drawer read answers as an
+// empty palace does, not degraded, never MemPalace's advice to repair a
+// palace that is merely new.
+func TestRealAFreshFleetReadsEmpty(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{}, "")
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		list string
+	}{
+		{"list_drawers", map[string]any{}, "drawers"},
+		{"diary_read", map[string]any{"agent_name": "me"}, "entries"},
+		{"check_duplicate", map[string]any{"content": "zebra"}, "matches"},
+	} {
+		m, res := r.harness.call(c.tool, c.args)
+		if l, ok := m[c.list].([]any); !ok || len(l) != 0 || res.IsError || m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet {
+			t.Errorf("%s on a fresh fleet: %v", c.tool, m)
+		}
+	}
+}
