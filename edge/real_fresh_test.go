@@ -162,7 +162,11 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 // device's palace nor the primary holds a drawer (real MemPalace answers
 // "Chroma database missing" on both). Every drawer read answers as an
 // empty palace does, not degraded, never MemPalace's advice to repair a
-// palace that is merely new.
+// palace that is merely new. (Not a search: a primary's "No palace found"
+// is also a broken palace's, and a search leaves the primary's database
+// file without a collection, "Backend open failed" to every later read,
+// which the edge cannot tell from a broken primary without its files:
+// those stay degraded until the first drawer reaches the primary.)
 func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{}, "")
 	for _, c := range []struct {
