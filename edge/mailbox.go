@@ -62,9 +62,9 @@ func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, e
 	r, err := e.owed(ctx, c.argsMap())
 	if err != nil {
 		extra := map[string]any{"primary": e.remote.State()}
-		agent, stream, _, _ := mailbox.ParseArgs(c.argsMap(), e.cfg.Identity)
-		if kept := e.keptView(ctx, stream); kept != nil && agent == e.cfg.Identity {
-			extra["kept_view"] = kept // the session's agent's, of the stream asked for: what its start told (wake.go)
+		agent, stream, limit, _ := mailbox.ParseArgs(c.argsMap(), e.cfg.Identity) // an error: agent is "", no kept view
+		if kept := e.keptView(ctx, stream, limit); kept != nil && agent == e.cfg.Identity {
+			extra["kept_view"] = kept // the session's agent's, of the stream and limit asked for: what its start told (wake.go)
 		}
 		return errorResult(err.Error(), extra), nil
 	}

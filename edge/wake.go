@@ -309,10 +309,14 @@ func (e *Edge) clearedBy(asks []owedAsk, reply map[string]any) []owedAsk {
 // keptView is the view for an answer that could not read the log: the
 // asks from senders trusted now, as last read, with when and why it is
 // not fresh (nil: the log was never read; a view of no asks is said so,
-// as the session start told it: attack97 F1). The view kept in the outbox
-// is read again first: another session of the agent on this devbox may
+// as the session start told it: attack97 F1). As the online answer, a
+// stream keeps the asks on that stream (its exact name), is named and
+// counts those owed on the others (other_streams: a misspelled stream
+// does not read as nothing owed, attack105 F3), and limit > 0 keeps the
+// oldest limit (more counts the rest). The view kept in the outbox is
+// read again first: another session of the agent on this devbox may
 // have answered asks since (answered), or read the log later.
-func (e *Edge) keptView(ctx context.Context, stream string) map[string]any {
+func (e *Edge) keptView(ctx context.Context, stream string, limit int) map[string]any {
 	if e.wk == nil {
 		return nil
 	}
@@ -335,11 +339,43 @@ func (e *Edge) keptView(ctx context.Context, stream string) map[string]any {
 			lines = append(lines, a.Line)
 		}
 	}
-	note := "the log could not be read now (the primary is not reachable): these are the asks from trusted senders owed as last read, at as_of; some may be answered already"
-	if len(lines) == 0 {
-		note = "the log could not be read now (the primary is not reachable): no ask from trusted senders was owed as last read, at as_of; newer ones are not known"
+	others, more := len(v.Asks)-len(lines), 0
+	if limit > 0 && len(lines) > limit {
+		lines, more = lines[:limit], len(lines)-limit
 	}
-	return map[string]any{"as_of": v.At.UTC().Format(time.RFC3339), "asks": lines, "note": note}
+	out := map[string]any{"as_of": v.At.UTC().Format(time.RFC3339), "asks": lines, "note": keptViewNote(stream, len(lines), others, more)}
+	if stream != "" {
+		out["stream"], out["other_streams"] = stream, others
+	}
+	if more > 0 {
+		out["more"] = more
+	}
+	return out
+}
+
+// keptViewNote is a kept view's note: n asks listed (more left out by the
+// limit) on stream ("": every stream), others owed on other streams.
+func keptViewNote(stream string, n, others, more int) string {
+	on := ""
+	if stream != "" {
+		on = " on stream " + mailbox.Quoted(stream)
+	}
+	note := "the log could not be read now (the primary is not reachable): "
+	switch {
+	case n > 0:
+		note += "these are the asks from trusted senders owed" + on + " as last read, at as_of; some may be answered already"
+	case others > 0:
+		note += fmt.Sprintf("no ask from trusted senders was owed%s as last read, at as_of, but %d on other streams (other_streams): is the stream's name right? Newer asks are not known", on, others)
+	default:
+		note += "no ask from trusted senders was owed" + on + " as last read, at as_of; newer ones are not known"
+	}
+	if more > 0 {
+		note += fmt.Sprintf("; %d more (more: raise limit to see them)", more)
+	}
+	if n > 0 && others > 0 {
+		note += fmt.Sprintf("; %d more on other streams (other_streams)", others)
+	}
+	return note
 }
 
 // deref is *p, "" for nil.

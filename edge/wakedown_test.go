@@ -188,7 +188,7 @@ func TestAKeptViewIsReadAgainForEachAnswer(t *testing.T) {
 	first.keepView(ctx)
 	a, b := session(), session()
 	b.answered(ctx, newCall(&mcp.CallToolParams{Name: "mempalace_event_ack", Arguments: map[string]any{"event_id": "evt_a", "from_agent": "opencode@edge-test", "status": "applied"}}))
-	kept := a.keptView(ctx, "")
+	kept := a.keptView(ctx, "", 0)
 	if got := fmt.Sprint(kept["asks"]); strings.Contains(got, "evt_a") || !strings.Contains(got, "evt_b") {
 		t.Errorf("session A's kept view after session B answered evt_a: %v", got)
 	}
@@ -235,7 +235,7 @@ func TestAKeptViewDoesNotTakeBackAnAskThisSessionAnswered(t *testing.T) {
 		e.wk.mu.Unlock()
 	}
 	e.refreshOwed(ctx) // the next read, begun after the reply: the primary is down
-	kept := e.keptView(ctx, "")
+	kept := e.keptView(ctx, "", 0)
 	e.wk.keep.Unlock()
 	<-replied
 	if got := fmt.Sprint(kept["asks"]); strings.Contains(got, "evt_a") || !strings.Contains(got, "evt_b") {

@@ -217,39 +217,60 @@ func TestAnAskAckedWhileALongReadIsOutIsNotToldAgain(t *testing.T) {
 }
 
 // Offline, the mailbox tool answers its error with the view kept at the
-// session's start, narrowed to the stream asked for: before, a call with
-// a stream got the error alone (attack59 B1), though docs/devbox.md
-// promises the kept view beside it.
+// session's start, narrowed to the stream asked for as the online answer
+// narrows it (the exact name), naming it and counting what is owed on the
+// other streams, and holding to the limit asked for. Before, a call with a
+// stream got the error alone (attack59 B1); then a misspelled stream ("S1"
+// for "s1") got an empty view, no stream named, no count of the others,
+// and a note that no ask was owed (attack105 F3), and a limit was not
+// applied.
 func TestTheMailboxKeptViewFollowsTheStreamAskedFor(t *testing.T) {
 	t.Parallel()
 	pl, srv := memPrimary(t)
 	ask := func(stream, body string) string {
 		return appendDirect(t, pl, map[string]any{"type": "task.request", "stream": stream, "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@edge-test", "status": "open", "body": body})
 	}
-	one, two := ask("s1", "the ask on s1"), ask("s2", "the ask on s2")
+	one, two, three := ask("s1", "the first ask on s1"), ask("s2", "the ask on s2"), ask("s1", "the second ask on s1")
 	h := start(t, harnessOpts{primaryURL: srv.URL(), wakeWait: 10 * time.Second})
-	if in := instructionsOf(h); !strings.Contains(in, one) || !strings.Contains(in, two) {
-		t.Fatalf("the session was not told of both asks:\n%s", in)
+	if in := instructionsOf(h); !strings.Contains(in, one) || !strings.Contains(in, two) || !strings.Contains(in, three) {
+		t.Fatalf("the session was not told of the three asks:\n%s", in)
 	}
 	h.s.Close()
 	h2 := start(t, harnessOpts{palace: h.palace, primaryDown: true})
 	for _, c := range []struct {
-		args      map[string]any
-		want, not string
-	}{{map[string]any{}, one + "|" + two, ""}, {map[string]any{"stream": "s1"}, one, two}, {map[string]any{"stream": "s3"}, "", one}} {
+		args   map[string]any
+		asks   []string
+		others any    // other_streams (nil: absent)
+		more   any    // more (nil: absent)
+		note   string // in the note
+	}{
+		{map[string]any{}, []string{one, two, three}, nil, nil, "these are the asks"},
+		{map[string]any{"stream": "s1"}, []string{one, three}, 1.0, nil, `owed on stream "s1"`},
+		{map[string]any{"stream": "S1"}, nil, 3.0, nil, `no ask from trusted senders was owed on stream "S1" as last read, at as_of, but 3 on other streams`},
+		{map[string]any{"stream": "s3", "limit": 1}, nil, 3.0, nil, "but 3 on other streams"},
+		{map[string]any{"limit": 2}, []string{one, two}, nil, 1.0, "1 more"},
+	} {
 		m, res := h2.call("mailbox", c.args)
 		edge, _ := m["edge"].(map[string]any)
-		kept := fmt.Sprint(edge["kept_view"])
-		if !res.IsError {
-			t.Fatalf("%v: offline, not an error: %v", c.args, m)
+		kept, _ := edge["kept_view"].(map[string]any)
+		if !res.IsError || kept == nil {
+			t.Fatalf("%v: offline, not an error with a kept view: %v", c.args, m)
 		}
-		for _, w := range strings.Split(c.want, "|") {
-			if w != "" && !strings.Contains(kept, w) {
-				t.Errorf("%v: the kept view lacks %s: %v", c.args, w, m)
+		asks, _ := kept["asks"].([]any)
+		if len(asks) != len(c.asks) {
+			t.Errorf("%v: the kept view lists %d asks, want %d: %v", c.args, len(asks), len(c.asks), kept)
+		}
+		for i, id := range c.asks {
+			if i < len(asks) && !strings.Contains(fmt.Sprint(asks[i]), id) {
+				t.Errorf("%v: ask %d of the kept view is not %s: %v", c.args, i, id, kept)
 			}
 		}
-		if c.not != "" && strings.Contains(kept, c.not) {
-			t.Errorf("%v: the kept view holds %s: %v", c.args, c.not, m)
+		if kept["stream"] != c.args["stream"] || kept["other_streams"] != c.others || kept["more"] != c.more {
+			t.Errorf("%v: the kept view says stream %v, other_streams %v, more %v; want %v, %v, %v", c.args,
+				kept["stream"], kept["other_streams"], kept["more"], c.args["stream"], c.others, c.more)
+		}
+		if note := fmt.Sprint(kept["note"]); !strings.Contains(note, c.note) {
+			t.Errorf("%v: the kept view's note does not say %q: %s", c.args, c.note, note)
 		}
 	}
 }
