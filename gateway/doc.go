@@ -33,7 +33,8 @@
 // looked up around it; an update whose base is not the primary's text
 // is refused, ledger.CodeChangedOnPrimary; kgorigin.go, a device that is not admin ends only
 // the facts it wrote, checked here so no write lands between check and
-// send, a kg_add of a fact held current stamps nothing, a closed fact's
+// send, a kg_add of a fact held current stamps nothing, a kg_supersede of a
+// closed fact while another value is current is not sent, a closed fact's
 // stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each
 // record's origin, record.go stamps the provenance index after a write;
 // unread.go answers a filing of what a wing the device does not read

@@ -65,23 +65,74 @@ func heldNote(d *Device, args map[string]any, kept string, st provenance.Stamp, 
 	if same := provenance.Temporal(asked); stamped && st.Device == d.ID && (same == "" || same == provenance.Temporal(kept)) && to == "" {
 		return nil
 	}
-	whose, fix := "of unknown origin (filed around the gateway, or its add's answer lost)", "end it (any --kg write device may), then add it again"
+	fix := "end it (any --kg write device may), then add it again"
 	switch {
 	case stamped && st.Device == d.ID:
-		whose, fix = "this device's own", "supersede it, or end it and add it again"
+		fix = "supersede it, or end it and add it again"
 	case stamped:
-		whose, fix = fmt.Sprintf("device %s's (label %s)", st.Device, st.Label), "an admin device may end it, after which this add, made again, files this device's own"
-	}
-	since := "with no start date"
-	if kept != "" {
-		since = "from " + kept
+		fix = "an admin device may end it, after which this add, made again, files this device's own"
 	}
 	dates := ""
 	if asked != "" || to != "" {
 		dates = fmt.Sprintf(" (from %s to %s)", cmp.Or(asked, "-"), cmp.Or(to, "-"))
 	}
 	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "note": fmt.Sprintf(
-		"devbox-config gateway: the primary held this fact current already, %s, %s, before this add arrived: nothing was filed, so this add's dates%s were not kept and the fact reads as that writer's; to record this device's dates: %s", whose, since, dates, fix)}
+		"devbox-config gateway: the primary held this fact current already, %s, before this add arrived: nothing was filed, so this add's dates%s were not kept and the fact reads as that writer's; to record this device's dates: %s", whoseSince(d, kept, st, stamped), dates, fix)}
+}
+
+// whoseSince names a current fact for a held write's note: whose it is
+// (this device's own, another device's, or of unknown origin: st and
+// stamped, its provenance) and since when (kept, its valid_from).
+func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) string {
+	whose := "of unknown origin (filed around the gateway, or its add's answer lost)"
+	switch {
+	case stamped && st.Device == d.ID:
+		whose = "this device's own"
+	case stamped:
+		whose = fmt.Sprintf("device %s's (label %s)", st.Device, st.Label)
+	}
+	if kept == "" {
+		return whose + ", with no start date"
+	}
+	return whose + ", from " + kept
+}
+
+// supersedeHeld decides a kg_supersede whose old fact the primary holds
+// closed, none of it open (facts: the subject's, read before it by
+// endsOthersFact), while another value of its subject and predicate is
+// current, neither its old object nor its new one: the second of two
+// devices superseding one fact (attack105 F2). MemPalace would close
+// nothing and open the new value beside the current one, so every reader
+// saw two current values and no writer was told. Such a supersede is not
+// sent: its answer (a success: the op is done) is held_by and
+// valid_from_kept, as a held kg_add's, already_closed (the old fact's end
+// kept) and a note. nil: it is sent as before (the old fact open; closed
+// with no other value current, an invalidate's end; or the new value
+// current already, a resend or two devices choosing one value).
+func (s *Server) supersedeHeld(d *Device, args map[string]any, facts []any) map[string]any {
+	subj, pred, old, nw := str(args["subject"]), str(args["predicate"]), str(args["old_object"]), str(args["new_object"])
+	ended := ""
+	var other map[string]any
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		open := str(f["valid_to"]) == ""
+		switch {
+		case sameTriple(f, subj, pred, old) && open, sameTriple(f, subj, pred, nw) && open:
+			return nil
+		case sameTriple(f, subj, pred, old):
+			ended = max(ended, str(f["valid_to"]))
+		case open && other == nil && sameTriple(f, subj, pred, str(f["object"])):
+			other = f
+		}
+	}
+	if ended == "" || other == nil {
+		return nil
+	}
+	cur, kept := str(other["object"]), str(other["valid_from"])
+	st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, cur, kept, ""))
+	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "already_closed": ended, "note": fmt.Sprintf(
+		"devbox-config gateway: the primary held %q closed already (ended %s) and %q current, %s, before this supersede arrived (another device's supersede reached it first, or an earlier one of this device's): nothing was filed, so %q was not made current (MemPalace would have opened it beside %q: two current values); to make it the value: supersede %q with it (ending another device's fact is for an admin device), or kg_add it if both are meant to be current",
+		old, ended, cur, whoseSince(d, kept, st, stamped), nw, cur, cur)}
 }
 
 // sameTriple: the fact f, as kg_query lists it, is subject, predicate

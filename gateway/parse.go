@@ -64,11 +64,13 @@ type rpcRequest struct {
 	kept *doomed
 	// held: the write's record was on the upstream before it, holding
 	// the text it sends (update_drawer's content read by the keep step,
-	// a kg_add of a fact held current: sendWrite), so the write is not
+	// a kg_add of a fact held current, a kg_supersede held by another
+	// current value, not sent: sendWrite), so the write is not
 	// its record's to stamp: its stamp, or none, stays.
 	held bool
 	// heldNote: a kg_add held by another device's fact, or one with other
-	// dates: what its answer gains (heldNote; nil: nothing).
+	// dates, or a kg_supersede held by another current value: what its
+	// answer gains (heldNote, supersedeHeld; nil: nothing).
 	heldNote map[string]any
 	// respelt: held, the update_drawer's text the drawer's words in other
 	// whitespace or Unicode form (sameText, not the same bytes): neither

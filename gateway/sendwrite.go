@@ -19,8 +19,9 @@ import (
 // (kgorigin.go). The stamp of a record a write rewrites or moves is
 // withdrawn while it is in flight, and put back when the answer says
 // nothing was written (withdrawStep). A write whose record the upstream held before it with
-// the text it sends (req.held: a touch, a kg_add of a current fact)
-// changes no stamp: its answer says so (heldKey), for recordStep and for
+// the text it sends (req.held: a touch, a kg_add of a current fact; a
+// kg_supersede that would leave two values current, not sent at all:
+// supersedeHeld) changes no stamp: its answer says so (heldKey), for recordStep and for
 // the op-id ledger's record, and a touch's stamp is not withdrawn. An op
 // the ledger held in doubt, sent again (ledger.Resent), holds what its
 // first send made when nothing stamped it since (attack23 N2, N3, N5);
@@ -40,6 +41,10 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	case "kg_invalidate", "kg_supersede":
 		if req.unsent = s.endsOthersFact(ctx, d, t, req); req.unsent != nil {
 			return http.StatusServiceUnavailable, nil // not sent: the op-id ledger keeps nothing
+		}
+		if t.Name == "kg_supersede" {
+			req.heldNote = s.supersedeHeld(d, req.Args, req.facts)
+			req.held = req.heldNote != nil // not sent: another value is current (supersedeHeld)
 		}
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, d, req)
@@ -66,6 +71,8 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	switch {
 	case req.held && t.Name == "update_drawer":
 		status, resp = s.upstreamCall(ctx, body)
+	case req.held && t.Name == "kg_supersede":
+		status, resp = settledAnswer(body, map[string]any{"success": true}) // its members: req.heldNote, below
 	case req.kept != nil:
 		status, resp = s.settledDelete(ctx, t, *req.kept, body)
 	default:
@@ -77,6 +84,9 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		resp = closedAlready(req.Args, req.facts, status, resp)
 		s.retireFactStamps(ctx, req.Args, "object", s.factsOf(ctx, req.Args))
 	case "kg_supersede":
+		if req.held {
+			break // not sent: nothing closed or opened
+		}
 		req.facts = s.factsOf(ctx, req.Args) // also the opened fact's (recordStep)
 		s.retireFactStamps(ctx, req.Args, "old_object", req.facts)
 	}

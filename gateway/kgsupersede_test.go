@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// Two devices supersede one fact (alice -> bob on one, alice -> carol on
+// the other, each offline or one after the other): the second reaches a
+// primary where alice is closed and bob current, and MemPalace closes
+// nothing and opens carol beside bob. The gateway does not send it: it
+// answers success (the op is done) with held_by, valid_from_kept,
+// already_closed and a note saying bob was current, whose, that nothing
+// was filed and carol not made current, so every reader sees one current
+// value (attack105 F2: before, bob and carol were both current and no one
+// was told). The same value twice, a supersede after an invalidate, and a
+// landed supersede sent again by its op id file (or answer) as before.
+func TestTheSecondSupersedeOfAFactIsHeldNotFiledBesideTheFirst(t *testing.T) {
+	secondSupersedes(t, startFake(t))
+}
+
+// TestRealTheSecondSupersedeOfAFactIsHeldNotFiledBesideTheFirst: the same
+// against real MemPalace 3.11.0 serve, which opens a supersede's new
+// value beside the current one when its old fact is closed.
+func TestRealTheSecondSupersedeOfAFactIsHeldNotFiledBesideTheFirst(t *testing.T) {
+	u, srv := startReal(t)
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "svc_z", "predicate": "owner", "object": "alice"})
+	srv.MustCall(t, "mempalace_kg_supersede", map[string]any{"subject": "svc_z", "predicate": "owner", "old_object": "alice", "new_object": "bob"})
+	srv.MustCall(t, "mempalace_kg_supersede", map[string]any{"subject": "svc_z", "predicate": "owner", "old_object": "alice", "new_object": "carol"})
+	if got := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "svc_z", "direction": "outgoing"}); strings.Count(fmt.Sprint(got["facts"]), "current:true") != 2 {
+		t.Fatalf("MemPalace 3.11.0 sent both supersedes leaves %v; the gateway's hold assumes two current values", got["facts"])
+	}
+	secondSupersedes(t, u)
+}
+
+func secondSupersedes(t *testing.T, u *upstream) {
+	g := newGWAt(t, []Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+		{ID: "laptop", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+	}, u)
+	g.withLedger()
+	owner := func(subject, old, nw, at string) map[string]any {
+		return map[string]any{"subject": subject, "predicate": "owner", "old_object": old, "new_object": nw, "at": at}
+	}
+	g.mustKG("laptop", "kg_add", map[string]any{"subject": "svc_a", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"})
+	if res, rpc, _ := g.call(g.tokens["laptop"], "kg_supersede", owner("svc_a", "alice", "bob", "2026-06-01")); rpc != nil || res["success"] != true || res["note"] != nil {
+		t.Fatalf("the first supersede: %v %v", res, rpc)
+	}
+	res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_supersede", owner("svc_a", "alice", "carol", "2026-07-01"))
+	note := str(res["note"])
+	if rpc != nil || res["success"] != true || res["held_by"] != "laptop" || res["valid_from_kept"] != "2026-06-01T00:00:00Z" || res["already_closed"] != "2026-06-01T00:00:00Z" {
+		t.Errorf("the second supersede: %v %v; want success, held_by laptop, valid_from_kept and already_closed 2026-06-01T00:00:00Z", res, rpc)
+	}
+	for _, want := range []string{`"bob" current, device laptop's (label laptop), from 2026-06-01T00:00:00Z`, "nothing was filed", `"carol" was not made current`, `supersede "bob" with it`, "kg_add it if both are meant to be current", "admin device"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the second supersede's note lacks %q: %s", want, note)
+		}
+	}
+	if cur := currentObjects(t, g, "laptop", "svc_a"); len(cur) != 1 || cur["owner"] != "bob" {
+		t.Errorf("svc_a's current facts after two supersedes: %v, want owner bob alone", cur)
+	}
+	if got := countFacts(t, g, "svc_a", "carol"); got != 0 {
+		t.Errorf("the primary holds %d carol facts, want none", got)
+	}
+
+	// The same value twice: sent, MemPalace keeps bob open; no note.
+	if res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_supersede", owner("svc_a", "alice", "bob", "2026-08-01")); rpc != nil || res["success"] != true || res["note"] != nil || res["held_by"] != nil {
+		t.Errorf("a supersede to the value current already: %v %v; want a plain success", res, rpc)
+	}
+	if cur := currentObjects(t, g, "laptop", "svc_a"); len(cur) != 1 || cur["owner"] != "bob" {
+		t.Errorf("svc_a's current facts: %v, want owner bob alone", cur)
+	}
+
+	// After an invalidate no value is current: the supersede files.
+	g.mustKG("laptop", "kg_add", map[string]any{"subject": "svc_b", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"})
+	g.mustKG("laptop", "kg_invalidate", map[string]any{"subject": "svc_b", "predicate": "owner", "object": "alice", "ended": "2026-06-01"})
+	if res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_supersede", owner("svc_b", "alice", "dave", "2026-07-01")); rpc != nil || res["success"] != true || res["note"] != nil {
+		t.Errorf("a supersede after an invalidate: %v %v; want a plain success", res, rpc)
+	}
+	if cur := currentObjects(t, g, "laptop", "svc_b"); cur["owner"] != "dave" {
+		t.Errorf("svc_b's current facts: %v, want owner dave", cur)
+	}
+
+	// A landed supersede sent again by its op id is answered as before;
+	// a held one sent again is held again.
+	g.mustKG("laptop", "kg_add", map[string]any{"subject": "svc_c", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"})
+	landed, held := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	for _, send := range []struct{ op, tok, to string }{{landed, "laptop", "bob"}, {held, "ops-0001", "carol"}} {
+		first := postedText(t, g, send.tok, owner("svc_c", "alice", send.to, "2026-06-01"), send.op)
+		again := postedText(t, g, send.tok, owner("svc_c", "alice", send.to, "2026-06-01"), send.op)
+		if gjson.Get(first, "held_by").Exists() != (send.op == held) || gjson.Get(first, "note").Str != gjson.Get(again, "note").Str || gjson.Get(again, "success").Bool() != true {
+			t.Errorf("op %s to %s sent twice: %s then %s", send.op[:1], send.to, first, again)
+		}
+	}
+	if cur := currentObjects(t, g, "laptop", "svc_c"); len(cur) != 1 || cur["owner"] != "bob" {
+		t.Errorf("svc_c's current facts: %v, want owner bob alone", cur)
+	}
+}
+
+// postedText is the text result of a kg_supersede sent with op id opID
+// as the device of token name tok.
+func postedText(t *testing.T, g *gw, tok string, args map[string]any, opID string) string {
+	t.Helper()
+	status, m := g.postOp(g.tokens[tok], "mempalace_kg_supersede", args, opID)
+	b, _ := json.Marshal(m)
+	if status != 200 || m["error"] != nil {
+		t.Fatalf("kg_supersede op %s: %d %s", opID, status, b)
+	}
+	return gjson.GetBytes(b, "result.content.0.text").Str
+}
+
+// countFacts is how many facts, open or closed, of subject name object,
+// as the primary's own kg_query lists them.
+func countFacts(t *testing.T, g *gw, subject, object string) int {
+	t.Helper()
+	res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
+	if rpc != nil {
+		t.Fatalf("kg_query %s: %v", subject, rpc)
+	}
+	n := 0
+	for _, x := range res["facts"].([]any) {
+		if str(x.(map[string]any)["object"]) == object {
+			n++
+		}
+	}
+	return n
+}
