@@ -25,7 +25,9 @@ package edge
 // done; outbox.DeadOp.Closed) is told the same way, in a line of its own
 // with the gateway's note, and `edge status` lists it too; so is a kg_add
 // it answered held_by (the fact current there already, another device's
-// or with other dates: nothing filed, its dates not kept).
+// or with other dates: nothing filed, its dates not kept), and a
+// kg_supersede it answered held_by (the old fact closed there and
+// another value current: nothing filed, the new value not made current).
 //
 // A queued coordination write the gateway took, at a later flush, with a
 // warning (its to_agent is no device's agent: outbox.DeadOp.Warned) is
@@ -303,11 +305,11 @@ func leftOutLine(left []outbox.DeadOp) string {
 }
 
 // closedLines are closedLine of the ends among closed and heldLine of
-// the adds ("" for none).
+// the writes held by a current fact ("" for none).
 func closedLines(closed []outbox.DeadOp) (ends, adds string) {
 	var e, a []outbox.DeadOp
 	for _, o := range closed {
-		if o.Tool == catalogue.Prefix+"kg_add" {
+		if o.Kind == outbox.AlreadyCurrent {
 			a = append(a, o)
 		} else {
 			e = append(e, o)
@@ -323,14 +325,15 @@ func closedLines(closed []outbox.DeadOp) (ends, adds string) {
 }
 
 // heldLine names the kg_adds whose fact the primary held current already
-// (another device's, or with other dates: outbox.AlreadyCurrent), each
-// with the gateway's note (which names whose fact it is and says the
-// add's dates were not kept): its agent was answered success (attack99
-// F1).
+// (another device's, or with other dates) and the kg_supersedes it held
+// by another current value (outbox.AlreadyCurrent), each with the
+// gateway's note (which names whose fact is current and what was not
+// kept or made current): its agent was answered success (attack99 F1,
+// attack105 F2).
 func heldLine(adds []outbox.DeadOp) string {
 	list := namedList(adds, "", withGatewayNote)
-	return fmt.Sprintf("%s from this devbox filed nothing on the primary: %s. This devbox's palace keeps its own dates; `devbox-config edge status` lists %s.",
-		plural(len(adds), "an add of a fact", "adds of facts"), list, plural(len(adds), "it", "them"))
+	return fmt.Sprintf("%s from this devbox filed nothing on the primary: %s. This devbox's palace keeps what it wrote; `devbox-config edge status` lists %s.",
+		plural(len(adds), "a write of a fact", "writes of facts"), list, plural(len(adds), "it", "them"))
 }
 
 // closedLine names the kg_invalidates whose fact the primary held closed

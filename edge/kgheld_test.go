@@ -24,7 +24,7 @@ func TestAnAddTheGatewayHeldIsToldToTheAgent(t *testing.T) {
 	h.drained()
 	_, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next write"})
 	note := notesOf(res)
-	for _, want := range []string{"an add of a fact from this devbox filed nothing on the primary: mempalace_kg_add of service_x", "2026-11-15", "were not kept", "devbox-config edge status"} {
+	for _, want := range []string{"a write of a fact from this devbox filed nothing on the primary: mempalace_kg_add of service_x", "2026-11-15", "were not kept", "devbox-config edge status"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("the next tool answer's note lacks %q:\n%s", want, note)
 		}
@@ -80,5 +80,41 @@ func TestAKGReadHeldLocalByADeadWriteSaysSo(t *testing.T) {
 	ed, _ := got["edge"].(map[string]any)
 	if why := asString(ed["why"]); ed["source"] != "local" || !strings.Contains(why, "dead write") || !strings.Contains(why, "edge outbox retry "+short) || !strings.Contains(why, "edge outbox drop "+short) {
 		t.Errorf("kg_query behind a dead write: edge %v", ed)
+	}
+}
+
+// A kg_supersede the gateway answers held (its old fact closed on the
+// primary and another value current there: another device superseded it
+// first) is told to the agent as a held kg_add is: the next tool answer
+// says it filed nothing and the new value was not made current, and the
+// next session start says it; the primary keeps one current value
+// (attack105 F2: both values were current, and no agent was told).
+func TestASupersedeTheGatewayHeldIsToldToTheAgent(t *testing.T) {
+	t.Parallel()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	if _, res := h.call("kg_add", map[string]any{"subject": "svc_a", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"}); res.IsError {
+		t.Fatalf("kg_add refused: %s", refusalText(res))
+	}
+	h.drained()
+	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "bob", "at": "2026-06-01"})
+	if _, res := h.call("kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "carol", "at": "2026-07-01"}); res.IsError {
+		t.Fatalf("kg_supersede refused: %s", refusalText(res))
+	}
+	h.drained()
+	_, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next write"})
+	note := notesOf(res)
+	for _, want := range []string{"a write of a fact from this devbox filed nothing on the primary: mempalace_kg_supersede of svc_a", `"bob" current`, `"carol" was not made current`, "devbox-config edge status"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the next tool answer's note lacks %q:\n%s", want, note)
+		}
+	}
+	if in := h.edge.deadInstructions(context.Background()); !strings.Contains(in, "Facts held already") || !strings.Contains(in, "kg_supersede of svc_a") {
+		t.Errorf("the session-start lines:\n%s", in)
+	}
+	facts, _ := postTool(t, primary, testToken, "kg_query", map[string]any{"entity": "svc_a", "direction": "outgoing"})["facts"].([]any)
+	for _, x := range facts {
+		if f := x.(map[string]any); f["object"] == "carol" {
+			t.Errorf("the primary holds carol: %v", facts)
+		}
 	}
 }

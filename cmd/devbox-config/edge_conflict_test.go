@@ -143,7 +143,8 @@ func (holding) Call(context.Context, string, json.RawMessage) (map[string]any, e
 }
 
 // edge status lists a kg_add the gateway held by another device's fact
-// (attack99 F1: nothing listed it; its agent was answered success).
+// (attack99 F1: nothing listed it; its agent was answered success), and a
+// kg_supersede it held by another current value (attack105 F2).
 func TestEdgeStatusListsAnAddOfAFactHeldAlready(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
 	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
@@ -156,11 +157,14 @@ func TestEdgeStatusListsAnAddOfAFactHeldAlready(t *testing.T) {
 	}
 	ctx := context.Background()
 	op, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_kg_add", Payload: []byte(`{"subject":"service_x","predicate":"runs_on","object":"host_1","valid_from":"2026-11-15"}`)})
+	sup, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_kg_supersede", Payload: []byte(`{"subject":"service_y","predicate":"runs_on","old_object":"host_1","new_object":"host_3"}`)})
 	(&outbox.Flusher{S: s, P: holding{}}).Drain(ctx)
 	s.Close()
 	var out, errb bytes.Buffer
 	run([]string{"edge", "status"}, &out, &errb)
-	if want := "NOT FILED  " + op.Short() + " mempalace_kg_add, done: the primary held this fact current already, device alpha's"; !strings.Contains(out.String(), want) {
-		t.Errorf("edge status lacks %q:\n%s%s", want, out.String(), errb.String())
+	for _, want := range []string{"NOT FILED  " + op.Short() + " mempalace_kg_add, done: the primary held this fact current already, device alpha's", "NOT FILED  " + sup.Short() + " mempalace_kg_supersede, done: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("edge status lacks %q:\n%s%s", want, out.String(), errb.String())
+		}
 	}
 }

@@ -52,7 +52,9 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               (another device's end came first: done, its end not kept), for 8 days
   NOT FILED   a kg_add of a fact the primary held current already, another
               device's or with other dates (done: nothing filed, its dates
-              not kept), for 8 days
+              not kept), or a kg_supersede of a fact closed there while
+              another value was current (done: nothing filed, its new value
+              not made current), for 8 days
   INTENT      writes put in the outbox before the local palace answered,
               and whether their edge is alive (its lock under edge/live/
               held): its answer queues them; left by a stopped or killed

@@ -67,8 +67,9 @@ const (
 	AlreadyClosed Kind = "already-closed"
 	// AlreadyCurrent: a kg_add a gateway answered held by a fact current
 	// on the primary before it arrived, another device's or with other
-	// dates (its answer's held_by and note): done, nothing filed, its
-	// dates not kept; noted and told as AlreadyClosed (DeadOp.Closed).
+	// dates, or a kg_supersede of a fact closed there while another value
+	// was current (its answer's held_by and note): done, nothing filed;
+	// noted and told as AlreadyClosed (DeadOp.Closed).
 	AlreadyCurrent Kind = "already-current"
 	// OtherDevice: an op queued while the gateway named this token one
 	// device (its token_device) that the gateway now names another (the

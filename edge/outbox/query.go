@@ -1099,8 +1099,9 @@ type DeadOp struct {
 	// deleted there (settle.go's leftOut), done, not dead.
 	LeftOut bool
 	// Closed: a kg_invalidate of a fact the primary held closed already
-	// (AlreadyClosed), or a kg_add of one it held current already
-	// (AlreadyCurrent); Reason is the gateway's note; done, nothing changed.
+	// (AlreadyClosed), or a kg_add of one it held current already or a
+	// kg_supersede held by another current value (AlreadyCurrent); Reason
+	// is the gateway's note; done, nothing changed.
 	Closed bool
 	// Warned: a coordination write the gateway took with a warning (its
 	// to_agent is no device's agent; Reason is the warning), done.
@@ -1120,7 +1121,8 @@ const leftOutOps = `state='done' AND tool_name='mempalace_checkpoint' AND error_
 
 // closedNotes prefixes the meta key of each done kg_invalidate the gateway
 // answered already_closed (AlreadyClosed; the value: the end kept), and
-// of each done kg_add it answered held_by (AlreadyCurrent; "held"): the
+// of each done kg_add or kg_supersede it answered held_by (AlreadyCurrent;
+// "held"): the
 // agent is told of them as of a dead op, and scanning the done ops for
 // them would read every one (28 ms in 20,000), where the notes' keys are
 // an index of their own. Prune drops a note with its op.

@@ -291,7 +291,9 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 
 // doneNote is the note a sent op is recorded done with ("": none), and
 // what its agent is told of: kept, the closed key's value (the date a fact
-// was closed already, or "held" for an add the primary holds current),
+// was closed already, or "held" for an add of a fact the primary holds
+// current, or a supersede of one closed there while another value is
+// current: gateway/kgorigin.go's supersedeHeld),
 // and the gateway's warning on a coordination write.
 func (f *Flusher) doneNote(op Op, res map[string]any, kind Kind, msg string, deleted bool, now time.Time) (note, kept, warning string) {
 	switch {
@@ -305,8 +307,8 @@ func (f *Flusher) doneNote(op Op, res map[string]any, kind Kind, msg string, del
 		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", ended)
 		kept, note = ended, noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
 	}
-	if by, held := res["held_by"].(string); held && kind == "" && op.Tool == catalogue.Prefix+"kg_add" {
-		f.Log.Info("the primary held the fact this add files current already: done, nothing filed, its dates not kept", "op", op.Short(), "held_by", by)
+	if by, held := res["held_by"].(string); held && kind == "" && (op.Tool == catalogue.Prefix+"kg_add" || op.Tool == catalogue.Prefix+"kg_supersede") {
+		f.Log.Info("the primary held a fact current already that this add or supersede would file beside or again: done, nothing filed", "op", op.Short(), "tool", op.Tool, "held_by", by)
 		kept, note = "held", noteOf(AlreadyCurrent, fmt.Sprint(res["note"]), now)
 	}
 	if warning = warnedOf(op, res, kind); warning != "" {
