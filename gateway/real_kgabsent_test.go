@@ -131,3 +131,60 @@ func serveEdgeStop(t *testing.T, cfg edge.Config) (*mcp.ClientSession, func()) {
 	t.Cleanup(stop)
 	return s, stop
 }
+
+// Against real MemPalace 3.11.0 (edges over real mempalace-mcp palaces,
+// the gateway in front of a real serve), two devices supersede one fact
+// offline (laptop alice -> bob, ops alice -> carol) and flush, laptop
+// first: the primary keeps one current value, bob, and ops's op is done
+// with the gateway's held note (attack105 F2: bob and carol were both
+// current, and neither op said a word).
+func TestRealTwoDevicesSupersedingOneFactLeaveOneCurrentValue(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, []Device{
+		{ID: "laptop", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", ReadRate: 1e9, WriteRate: 1e9},
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, ReadRate: 1e9, WriteRate: 1e9},
+	}, u)
+	g.withLedger()
+	url, offline := g.http.URL+"/mcp", "http://127.0.0.1:1/mcp"
+	current := func() []string {
+		var out []string
+		res := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "svc_a", "direction": "outgoing"})
+		for _, x := range res["facts"].([]any) {
+			if f := x.(map[string]any); f["current"] == true {
+				out = append(out, str(f["object"]))
+			}
+		}
+		return out
+	}
+	laptop, ops := realpalace.New(t), realpalace.New(t)
+	s, stop := serveEdgeStop(t, edgeConfig(url, g.tokens["laptop"], laptop))
+	edgeCall(t, s, "kg_add", map[string]any{"subject": "svc_a", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"})
+	waitUntil(t, "alice on the primary", func() bool { return len(current()) == 1 })
+	stop()
+	s, stop = serveEdgeStop(t, edgeConfig(offline, g.tokens["laptop"], laptop))
+	edgeCall(t, s, "kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "bob", "at": "2026-06-01"})
+	stop()
+	s, stop = serveEdgeStop(t, edgeConfig(offline, g.tokens["ops-0001"], ops))
+	op, _ := edgeCall(t, s, "kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "carol", "at": "2026-07-01"})["edge"].(map[string]any)["op_id"].(string)
+	stop()
+
+	serveEdgeStop(t, edgeConfig(url, g.tokens["laptop"], laptop))
+	waitUntil(t, "laptop's supersede on the primary", func() bool { c := current(); return len(c) == 1 && c[0] == "bob" })
+	serveEdgeStop(t, edgeConfig(url, g.tokens["ops-0001"], ops))
+	ob, err := outbox.Open(filepath.Join(ops.Dir, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	var o outbox.Op
+	waitUntil(t, "ops's supersede settled", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && o.State == outbox.Done
+	})
+	if f := outbox.FailureOf(o.Error); f.Kind != outbox.AlreadyCurrent || !strings.Contains(f.Message, `"carol" was not made current`) {
+		t.Errorf("ops's done supersede: %s (want noted %s)", o.Error, outbox.AlreadyCurrent)
+	}
+	if c := current(); len(c) != 1 || c[0] != "bob" {
+		t.Errorf("svc_a's current owners on the primary after both flushed: %v, want bob alone", c)
+	}
+}
