@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 var eventTypeRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
@@ -17,22 +19,27 @@ var eventStatuses = map[string]bool{"open": true, "claimed": true, "ready": true
 
 var artifactKinds = map[string]bool{"patch": true, "file": true, "log": true, "json": true, "note": true}
 
-func routing(field, v string, required bool) error {
+// routing is MemPalace's _sanitize_routing: v stripped as Python's
+// str.strip() strips (a blank-only value refused), then checked.
+func routing(field, v string, required bool) (string, error) {
 	if v == "" {
 		if required {
-			return fmt.Errorf("%s must be a non-empty string", field)
+			return "", fmt.Errorf("%s must be a non-empty string", field)
 		}
-		return nil
+		return "", nil
+	}
+	if v = catalogue.SanitizedName(v); v == "" {
+		return "", fmt.Errorf("%s must be a non-empty string", field)
 	}
 	if utf8.RuneCountInString(v) > 256 {
-		return fmt.Errorf("%s exceeds maximum length of 256 characters", field)
+		return "", fmt.Errorf("%s exceeds maximum length of 256 characters", field)
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%s contains control characters", field)
+			return "", fmt.Errorf("%s contains control characters", field)
 		}
 	}
-	return nil
+	return v, nil
 }
 
 // appendEvent validates and appends; there is no idempotency guard (RFC 003
@@ -42,14 +49,13 @@ func (pl *Palace) appendEvent(a args) (*Event, error) {
 	if !eventTypeRE.MatchString(typ) {
 		return nil, fmt.Errorf("type='%s' is not a valid event type (lowercase letters, digits, '.', '_', '-'; max 64 chars)", typ)
 	}
-	for _, f := range []string{"stream", "room", "from_agent"} {
-		if err := routing(f, a.str(f), true); err != nil {
+	for _, f := range []string{"stream", "room", "from_agent", "to_agent", "correlation_id", "branch", "base_commit", "topic"} {
+		v, err := routing(f, a.str(f), f == "stream" || f == "room" || f == "from_agent")
+		if err != nil {
 			return nil, err
 		}
-	}
-	for _, f := range []string{"to_agent", "correlation_id", "branch", "base_commit", "topic"} {
-		if err := routing(f, a.str(f), false); err != nil {
-			return nil, err
+		if v != "" {
+			a[f] = v // filed stripped, as MemPalace files it
 		}
 	}
 	if st := a.str("status"); st != "" && !eventStatuses[st] {
@@ -277,7 +283,8 @@ func (pl *Palace) putArtifact(a args) (*Artifact, []string, error) {
 	if len(content) > 4*1024*1024 {
 		return nil, nil, fmt.Errorf("content exceeds 4 MiB")
 	}
-	if err := routing("created_by", by, true); err != nil {
+	by, err := routing("created_by", by, true)
+	if err != nil {
 		return nil, nil, err
 	}
 	meta := a.object("metadata")
