@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/confpos"
 )
 
@@ -19,8 +20,16 @@ import (
 // nobody (no to_agent) are what they say (RFC 003 §7.4): not warned.
 // Names are quoted ASCII-only (%+q: "claude@\u0430lice"), so a
 // look-alike differs visibly from the agent it imitates (attack95 F3).
+//
+// to_agent is compared as MemPalace files it, stripped as Python's
+// str.strip() strips (attack105 F1: " pi@laptop" is in pi@laptop's
+// mailbox, and telling its sender otherwise has the ask sent twice).
+// It is not refused padded, as a wing or room is (checkNames): the
+// gateway authorizes no write by its to_agent, and every read by the
+// to_agent MemPalace filed.
 func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
-	to, _ := args["to_agent"].(string)
+	raw, _ := args["to_agent"].(string)
+	to := catalogue.SanitizedName(raw)
 	if to == "" || to == "*" {
 		return resp
 	}
@@ -31,7 +40,8 @@ func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 		}
 		agents = append(agents, d.Agents...)
 	}
-	w := fmt.Sprintf("devbox-config gateway: to_agent %+q is no agent of any device, so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same (a device given that agent later sees it)", to)
+	const unread = "so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same"
+	w := fmt.Sprintf("devbox-config gateway: to_agent %+q is no agent of any device, %s (a device given that agent later sees it)", to, unread)
 	if meant := meantAgents(to, agents); len(meant) > 0 {
 		w += fmt.Sprintf("; did you mean %s? Addresses match exactly, case included: send it again to that one", strings.Join(meant, " or "))
 	} else {

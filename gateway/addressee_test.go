@@ -20,7 +20,15 @@ func TestAddresseeWarning(t *testing.T) {
 		// a look-alike shows where it differs (attack95 F3): Cyrillic а
 		{"claude@\u0430lice", `to_agent "claude@\u0430lice" is no agent`},
 		{"claude@alice", ""},
-		{"*", ""},
+		// MemPalace strips to_agent as Python's str.strip() does and files
+		// it in that agent's mailbox: no false warning (attack105 F1), so
+		// the sender does not send the ask twice; a typo past the blanks
+		// still warns, and names what was filed.
+		{" claude@alice", ""},
+		{"claude@alice\t", ""},
+		{"claude@alice\x1f\u3000", ""},
+		{" * ", ""},
+		{" claude@alise ", `to_agent "claude@alise" is no agent of any device`},
 		{"", ""},
 	} {
 		args := map[string]any{"type": "task.request", "stream": "devbox", "room": "general", "from_agent": "pi@bob", "correlation_id": "c-" + c.to, "status": "open", "body": "an ask"}
