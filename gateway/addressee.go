@@ -26,7 +26,9 @@ import (
 // mailbox, and telling its sender otherwise has the ask sent twice).
 // It is not refused padded, as a wing or room is (checkNames): the
 // gateway authorizes no write by its to_agent, and every read by the
-// to_agent MemPalace filed.
+// to_agent MemPalace filed. An agent a removed device had (or a live one
+// dropped: removed_agents) is told as such (attack105 F4): no device is
+// given it again but by an operator's --take-removed-agents.
 func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 	raw, _ := args["to_agent"].(string)
 	to := catalogue.SanitizedName(raw)
@@ -42,9 +44,17 @@ func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 	}
 	const unread = "so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same"
 	w := fmt.Sprintf("devbox-config gateway: to_agent %+q is no agent of any device, %s (a device given that agent later sees it)", to, unread)
+	was, removed := cfg.RemovedAgents[to]
+	if removed {
+		given := "to a device with --take-removed-agents"
+		if cfg.Device(was) != nil { // the device that dropped it takes it back without
+			given = "back to device " + was + ", or to another with --take-removed-agents"
+		}
+		w = fmt.Sprintf("devbox-config gateway: to_agent %+q was an agent of %s (removed_agents) and is no agent of any device now, %s, and no device reads it unless an operator gives that agent %s", to, cfg.FormerHolder(was), unread, given)
+	}
 	if meant := meantAgents(to, agents); len(meant) > 0 {
 		w += fmt.Sprintf("; did you mean %s? Addresses match exactly, case included: send it again to that one", strings.Join(meant, " or "))
-	} else {
+	} else if !removed {
 		w += "; an agent is addressed as <harness>@<label>, exactly as its device names it"
 	}
 	return withMembers(resp, map[string]any{"warning": w})

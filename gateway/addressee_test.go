@@ -49,3 +49,31 @@ func TestAddresseeWarning(t *testing.T) {
 		}
 	}
 }
+
+// An ask to an agent a removed device had, or one a live device dropped
+// (removed_agents), is warned as such (attack105 F4): no device is given
+// that agent again but with --take-removed-agents, so the sender is not
+// told a device given it later sees it.
+func TestAddresseeWarningRemovedAgent(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, artRefDevices)
+	g.configure(t, func(c *Config) {
+		c.RemovedDevices = []string{"temp"}
+		c.RemovedAgents = map[string]string{"codex@temp": "temp", "claude@old": "alice"}
+	})
+	for to, want := range map[string]string{
+		"codex@temp": `to_agent "codex@temp" was an agent of removed device temp (removed_agents) and is no agent of any device now, so no device's mailbox lists this event`,
+		"claude@old": `to_agent "claude@old" was an agent of device alice, which dropped it (removed_agents)`,
+	} {
+		args := map[string]any{"type": "task.request", "stream": "devbox", "room": "general", "from_agent": "pi@bob", "to_agent": to, "status": "open", "body": "an ask"}
+		res, e, _ := g.call(g.tokens["bob"], "event_append", args)
+		w, _ := res["warning"].(string)
+		if e != nil || res["success"] != true {
+			t.Errorf("to_agent %q: not written: %v %v", to, res, e)
+		} else if !strings.Contains(w, want) || !strings.Contains(w, "no device reads it unless an operator gives that agent ") || !strings.Contains(w, "--take-removed-agents") || strings.Contains(w, "later sees it") {
+			t.Errorf("to_agent %q: warning %q, want it to say %q and that no device reads it but by --take-removed-agents", to, w, want)
+		} else if to == "claude@old" && !strings.Contains(w, "back to device alice, or to another with --take-removed-agents") {
+			t.Errorf("to_agent %q: warning %q, want it to say alice takes it back without the flag", to, w)
+		}
+	}
+}
