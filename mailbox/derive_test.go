@@ -234,6 +234,22 @@ func TestPendingRepliesCountAsSent(t *testing.T) {
 	}
 }
 
+// A reply still in the outbox whose to_agent, stream or correlation id
+// (or an ack's event_id) has blanks at either end counts as sent, as it
+// will once MemPalace files it stripped: the agent is not told to answer
+// again offline what it answered already.
+func TestPendingPaddedReplyCountsAsSent(t *testing.T) {
+	const peer = "pi@laptop"
+	seen := []Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "a2", peer, me, "", "open", "")}
+	pending := []map[string]any{
+		{"type": " task.result", "stream": "devbox\t", "room": "coord", "from_agent": me, "to_agent": " " + peer, "correlation_id": "c1 ", "status": "applied"},
+		{"event_id": " a2\u3000", "from_agent": me, "status": "blocked"},
+	}
+	if got := build(WithPending(seen, pending), me, "devbox", 0); got.Count != 0 {
+		t.Fatalf("owed %v, want none: the padded replies are filed stripped", ids(got.Owed))
+	}
+}
+
 func TestItemJSONIsThePrimarysObjectPlusWhy(t *testing.T) {
 	raw := `{"id":"evt_1","seq":4,"z_unknown_field":{"kept":[1,2.50]},"to_agent":"opencode@box","from_agent":"pi@laptop","metadata":{}}`
 	e, err := ParseEvent(json.RawMessage(raw))

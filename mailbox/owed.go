@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Result is the mailbox's answer. Its JSON is what `devbox-config mailbox
@@ -121,22 +123,25 @@ func build(evs []Event, agent, stream string, limit int) Result {
 // metadata.ack_of, ...) or of an event_ack (event_id, from_agent,
 // status), oldest first; they all come after every event the primary
 // returned. Maps that are neither (no "type" and no "event_id") are
-// skipped.
+// skipped. Names and ids are read as MemPalace files them, stripped as
+// Python's str.strip() strips (a reply to " pi@laptop" is filed to
+// pi@laptop); status as sent, as MemPalace refuses a padded one.
 func WithPending(events []Event, pending []map[string]any) []Event {
 	out := append([]Event(nil), events...)
 	for i, a := range pending {
 		str := func(k string) string { s, _ := a[k].(string); return s }
-		ptr := func(k string) *string {
-			if s := str(k); s != "" {
+		filed := func(k string) string { return catalogue.SanitizedName(str(k)) } // as MemPalace strips it
+		ptr := func(s string) *string {
+			if s != "" {
 				return &s
 			}
 			return nil
 		}
-		e := Event{Type: str("type"), Stream: str("stream"), FromAgent: str("from_agent"), ToAgent: ptr("to_agent"),
-			CorrelationID: ptr("correlation_id"), Status: ptr("status"), pending: true, pendingAt: i}
+		e := Event{Type: filed("type"), Stream: filed("stream"), FromAgent: filed("from_agent"), ToAgent: ptr(filed("to_agent")),
+			CorrelationID: ptr(filed("correlation_id")), Status: ptr(str("status")), pending: true, pendingAt: i}
 		switch {
-		case str("event_id") != "" && e.Type == "":
-			e.Type, e.AckOf, e.ToAgent, e.CorrelationID = "event.ack", str("event_id"), nil, nil
+		case filed("event_id") != "" && e.Type == "":
+			e.Type, e.AckOf, e.ToAgent, e.CorrelationID = "event.ack", filed("event_id"), nil, nil
 		case e.Type != "":
 			if m, ok := a["metadata"].(map[string]any); ok {
 				e.AckOf, _ = m["ack_of"].(string)
