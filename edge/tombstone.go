@@ -997,24 +997,26 @@ func withSize(c *call, key string, n int) (*call, int) {
 // hits. Asked with room for the hidden (roomForHidden), a page they
 // still thinned below the size asked is asked again, as the gateway
 // refills one its withheld records thinned: wider by what was hidden, at
-// least twice as wide, at most mostRows, until the rows left fill the
-// page or the primary has no more. A page still short at mostRows says
-// so (hidden_cut), and so does one a wider ask failed for.
-// (list_drawers pages the union itself: mergedpage.go.)
+// least twice as wide, at most mostRows, until the records left fill the
+// page or the primary has no more. A search's records are its hits as
+// mergeSearch merges them: MemPalace 3.11 answers a row per matching
+// chunk, each with its drawer's id, so a long drawer's rows are one hit
+// and thin a page as hidden rows do (attack104 F3), with no tombstone
+// too. A page still short at mostRows says so (shortPage), and so does
+// one a wider ask failed for. (list_drawers pages the union itself:
+// mergedpage.go.)
 func (e *Edge) primaryPage(ctx context.Context, c *call, shape catalogue.Filter, args map[string]any, ask func(context.Context, *call) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
 	w, asked := e.roomForHidden(ctx, c)
 	res, err := ask(ctx, w)
 	res, hidden := e.hideTombstoned(ctx, shape, res)
-	list, key, def := pageOf(shape)
-	if err != nil || hidden == 0 || shape == catalogue.FilterDrawers {
+	_, key, def := pageOf(shape)
+	if err != nil || key == "" || shape == catalogue.FilterDrawers {
 		return cutToAsked(shape, res, args), err
 	}
 	want := min(intArg(args, key, def), mostRows)
-	if asked == 0 {
-		asked = want
-	}
-	rows := func(r *mcp.CallToolResult) int { t, _ := objectText(r); return len(gjson.Get(t, list).Array()) }
-	for rows(res) < want && rows(res)+hidden >= min(asked, mostRows) && asked < mostRows {
+	asked = cmp.Or(asked, want)
+	records, rows := pageCount(shape, res)
+	for records < want && rows+hidden >= min(asked, mostRows) && asked < mostRows {
 		wider, n := withSize(c, key, min(max(2*asked, want+hidden), mostRows))
 		more, err := ask(ctx, wider)
 		if t, ok := usable(more, err); !ok || n == 0 {
@@ -1022,15 +1024,55 @@ func (e *Edge) primaryPage(ctx context.Context, c *call, shape catalogue.Filter,
 			if err != nil {
 				why = err.Error()
 			}
-			return cutToAsked(shape, hiddenCut(res, fmt.Sprintf("%d of the newest %d rows the primary gave are of records this device deleted (hidden), and asked for more it did not answer (%s): older ones it may hold are not on this page", hidden, asked, why)), args), nil
+			e.log.Warn("a thinned page asked again wider: the primary did not answer", "tool", c.tool.Name, "asked", n, "error", why)
+			return cutToAsked(shape, shortPage(res, hidden, fmt.Sprintf("%d of the newest %d rows the primary gave are of records this device deleted (hidden), and asked for more it did not answer (%s): older ones it may hold are not on this page", hidden, asked, why)), args), nil
 		}
 		res, asked = more, n
 		res, hidden = e.hideTombstoned(ctx, shape, res)
+		records, rows = pageCount(shape, res)
 	}
-	if got := rows(res); got < want && got+hidden >= mostRows {
-		res = hiddenCut(res, fmt.Sprintf("the newest %d rows the primary gives hold %d of records this device deleted (hidden) and %d it sees; older ones are past them, and %s reads no further: ask for fewer, or narrow the read", mostRows, hidden, got, c.tool.Name))
+	if records < want && rows+hidden >= mostRows {
+		res = shortPage(res, hidden, fmt.Sprintf("the newest %d rows the primary gives hold %d of records this device deleted (hidden) and %d rows of the %d records it sees; older ones are past them, and %s reads no further: ask for fewer, or narrow the read", mostRows, hidden, rows, records, c.tool.Name))
 	}
 	return cutToAsked(shape, res, args), nil
+}
+
+// pageCount is how many records res's page holds, and in how many rows:
+// a search hit per drawer (hitKey: a long drawer's chunk rows are one),
+// any other page's a record a row.
+func pageCount(shape catalogue.Filter, res *mcp.CallToolResult) (records, rows int) {
+	list, _, _ := pageOf(shape)
+	t, _ := objectText(res)
+	arr := gjson.Get(t, list).Array()
+	if shape != catalogue.FilterHits {
+		return len(arr), len(arr)
+	}
+	seen := map[string]bool{}
+	for _, h := range arr {
+		seen[hitKey(h)] = true
+	}
+	return len(seen), len(arr)
+}
+
+// hitKey is the hit a search row is, as mergeSearch merges one side's
+// rows: its drawer_id (or its text's identity, for a 3.6 hit with none).
+func hitKey(h gjson.Result) string { return readHit(h).key }
+
+// shortPage is res saying its page is short of the size asked though the
+// primary was read as far as it goes (or a wider ask failed, why): in
+// hidden_cut when rows this device deleted thinned it, else (a long
+// drawer's chunk rows alone) as MemPalace 3.11 says a page its folded
+// copies left short, distinct_results_truncated.
+func shortPage(res *mcp.CallToolResult, hidden int, why string) *mcp.CallToolResult {
+	if hidden > 0 {
+		return hiddenCut(res, why)
+	}
+	t, _ := objectText(res)
+	out, err := sjson.SetBytes([]byte(t), "distinct_results_truncated", true)
+	if err != nil {
+		return res // an object text (usable): it takes a member
+	}
+	return textResult(out, false, res.Meta)
 }
 
 // hiddenCut is res with its hidden_cut member set to why.
@@ -1043,8 +1085,9 @@ func hiddenCut(res *mcp.CallToolResult, why string) *mcp.CallToolResult {
 	return textResult(out, false, res.Meta)
 }
 
-// cutToAsked cuts a primary's answer widened by roomForHidden back to the
-// page args asked for (list_drawers' is cut by its merge).
+// cutToAsked cuts a primary's answer widened by roomForHidden or
+// primaryPage back to the page args asked for: a search's to its limit
+// best hits, one row of each drawer (list_drawers' is cut by its merge).
 func cutToAsked(shape catalogue.Filter, res *mcp.CallToolResult, args map[string]any) *mcp.CallToolResult {
 	path, key, def := pageOf(shape)
 	if shape == catalogue.FilterDrawers || key == "" {
@@ -1059,8 +1102,18 @@ func cutToAsked(shape catalogue.Filter, res *mcp.CallToolResult, args map[string
 	if !arr.IsArray() || len(arr.Array()) <= n {
 		return res
 	}
-	i := 0
-	out, cut := dropFrom(text, path, func(gjson.Result) bool { i++; return i > n }, "count", "showing")
+	kept := map[string]bool{} // a search's n best hits, a row each: mergeSearch keeps a drawer's first row
+	out, cut := dropFrom(text, path, func(r gjson.Result) bool {
+		k := fmt.Sprint(len(kept))
+		if shape == catalogue.FilterHits {
+			k = hitKey(r)
+		}
+		if kept[k] || len(kept) == n {
+			return true
+		}
+		kept[k] = true
+		return false
+	}, "count", "showing")
 	if cut == 0 {
 		return res
 	}
