@@ -444,13 +444,18 @@ func drawerIDs(c *call) []string {
 // palace no longer holds because this device deleted it before (an
 // admin's delete kept local while the primary was down) carries the base
 // that delete kept in its tombstone: else it would land over another
-// device's later edit (attack68 F2). "": not checked (none known, or the
-// outbox not read).
+// device's later edit (attack68 F2). One it never held (or whose
+// tombstone kept none) carries the base of the primary's copy it read
+// (attack104 F1). "": not checked (none known, or the outbox not read).
 func (e *Edge) deleteBase(ctx context.Context, id, rec string, held holder) string {
-	if ct := gjson.Get(rec, "content"); held != heldLocal || ct.Type != gjson.String {
+	ct := gjson.Get(rec, "content")
+	if held != heldLocal || ct.Type != gjson.String {
 		base, err := e.outbox.DeletedBase(ctx, id)
 		if err != nil {
 			e.log.Warn("a deleted drawer's base not read: its delete is sent without the check on the primary's text", "drawer", id, "err", err)
+		}
+		if base == "" && held == heldPrimary && ct.Type == gjson.String {
+			base = origin.Base(ct.Str)
 		}
 		return base
 	}

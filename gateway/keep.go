@@ -345,7 +345,8 @@ func (s *Server) drawerStamp(id string) (provenance.Stamp, bool) {
 }
 
 // ruleDeleteChanged: a delete_drawer whose drawer changed on the primary
-// since the device's palace took the text it deletes (staleBase).
+// since the device read the text it deletes, in its palace or on the
+// primary (staleBase).
 const ruleDeleteChanged Rule = "delete:changed-on-primary"
 
 // ruleUpdateEditedOver: an update_drawer the op-id ledger held in doubt,
@@ -405,7 +406,7 @@ func (s *Server) staleBase(req *rpcRequest, p map[string]any, d *Device) *change
 	}
 	id := str(p["drawer_id"])
 	if !edit { // a delete_drawer's
-		return &changed{wing: str(p["wing"]), who: who, id: id, code: ledger.CodeChangedOnPrimary, rule: ruleDeleteChanged, msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this delete was made (%s): its text there is not the one this device's palace held when it deleted its copy, and this delete would remove it unseen; nothing was deleted. The drawer stays deleted in this device's local palace. To delete the primary's text too: devbox-config edge outbox retry <op> (sent without the check; the gateway's trash keeps what it removes); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
+		return &changed{wing: str(p["wing"]), who: who, id: id, code: ledger.CodeChangedOnPrimary, rule: ruleDeleteChanged, msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this delete was made (%s): its text there is not the one this device read when it made the delete (its own palace's copy, or the primary's), and this delete would remove it unseen; nothing was deleted. The drawer stays deleted in this device's local palace, and hidden from its reads. To delete the primary's text too: devbox-config edge outbox retry <op> (sent without the check; the gateway's trash keeps what it removes); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
 	}
 	return &changed{wing: str(p["wing"]), who: who, id: id, code: ledger.CodeChangedOnPrimary, rule: ruleUpdateChanged, msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this edit was made (%s): its text there is not the one this device's palace held when the edit was made, and this update would overwrite it unseen; nothing was written. The edit is kept in this device's local palace. To overwrite the primary's text with it: devbox-config edge outbox retry <op> (sent without the check; the text it replaces stays in the gateway's trash); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
 }
