@@ -195,3 +195,65 @@ func TestAnAdminBulkDeleteOfDrawersThatExistNowhereQueuesNothing(t *testing.T) {
 		t.Errorf("a delete of drawers that exist nowhere left tombstones: %+v", ts)
 	}
 }
+
+// A narrow admin's delete_drawers names one drawer the primary holds and
+// one it does not show (in a wing this device may not read, which a
+// gateway answers "not visible", or nowhere): the one found is queued
+// alone, the other neither queued nor hidden, and its item says so
+// (attack104 F2). Before, the whole batch was queued, the gateway refused
+// it (-31003) until it was dead, and the drawer found was never deleted
+// on the primary, though the answer said it was queued.
+func TestAnAdminBulkDeleteLeavesOutTheIdsFoundNowhere(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := adminRouter(t)
+	theirs := sharedDrawer(t, primary, "wing_nar", "nar wing: the router admin page is at port 8443")
+	const unseen = "drawer_shared_ops_d37879e9d093f0bcd4aa81ef"
+	m := routed(t, e, "mempalace_delete_drawers", map[string]any{"drawer_ids": []any{theirs, unseen}})
+	if it := bulkItem(t, m, theirs); !strings.Contains(fmt.Sprint(it["message"]), "queued to be deleted on the primary") {
+		t.Errorf("the item of the drawer the primary holds: %s", mustJSON(it))
+	}
+	if it := bulkItem(t, m, unseen); !strings.HasPrefix(fmt.Sprint(it["error"]), "Drawer not found") || !strings.Contains(fmt.Sprint(it["message"]), "nothing queued or hidden") {
+		t.Errorf("the item of the drawer found nowhere: %s (want Drawer not found, nothing queued or hidden)", mustJSON(it))
+	}
+	ops := pending(t, ob)
+	if len(ops) != 1 || strings.Contains(string(ops[0].Payload), unseen) || !strings.Contains(string(ops[0].Payload), theirs) {
+		t.Fatalf("queued: %+v (want one delete_drawers of %s alone)", ops, theirs)
+	}
+	ts, _ := ob.Tombstones(context.Background())
+	for _, tb := range ts {
+		if tb.Key == unseen {
+			t.Errorf("the drawer found nowhere is hidden: %+v", tb)
+		}
+	}
+	if len(ts) != 1 {
+		t.Errorf("tombstones: %+v (want the one of %s)", ts, theirs)
+	}
+}
+
+// The same through a real gateway, for a narrow admin (admin, wing_nar
+// only) naming a drawer of its wing and one of a wing it may not read:
+// the drawer of its wing is deleted on the primary, the other stays
+// there, and nothing is left dead in the outbox (attack104 F2).
+func TestANarrowAdminsBulkDeleteThroughAGatewayDeletesWhatItSees(t *testing.T) {
+	t.Parallel()
+	pl, srv := startPrimary(t)
+	url, tokens, _ := testGatewayServer(t, srv.URL(),
+		gateway.Device{ID: "nar-0003", Label: "edge-test", Read: []string{"wing_nar"}, Write: []string{"wing_nar"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+	mine := sharedDrawer(t, &inProcess{pl: pl}, "wing_nar", "nar wing: the router admin page is at port 8443")
+	unseen := sharedDrawer(t, &inProcess{pl: pl}, "shared", "a shared drawer nar may not read")
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["nar-0003"]})
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
+	m, _ := h.call("delete_drawers", map[string]any{"drawer_ids": []any{mine, unseen}})
+	if fmt.Sprint(m["deleted"]) != "1" || fmt.Sprint(m["errors"]) != "1" {
+		t.Errorf("the narrow admin's delete_drawers is answered %s, want deleted 1 (queued), errors 1", mustJSON(m))
+	}
+	h.eventually("the drawer of its wing deleted on the primary", func() bool { return pl.Dump().Drawers[mine] == nil })
+	if pl.Dump().Drawers[unseen] == nil {
+		t.Errorf("the drawer nar may not read was deleted on the primary")
+	}
+	for _, o := range pending(t, h.edge.outbox) {
+		if o.State == outbox.Dead {
+			t.Errorf("a dead op: %+v", o)
+		}
+	}
+}

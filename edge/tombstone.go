@@ -65,6 +65,41 @@ type deletion struct {
 	// held is where each drawer read was found before it went (the
 	// first maxRecordReads ids).
 	held map[string]holder
+	// send is the delete_drawers queued for the primary when some of its
+	// ids are found nowhere (leaveOutNowhere): the call without them
+	// (nil: the call as the agent made it).
+	send *call
+}
+
+// queued is the delete to queue for the primary (d.send, else c) and how
+// many drawers it names (n, the local count, for c itself).
+func (d deletion) queued(c *call, n int) (*call, int) {
+	if d.send == nil {
+		return c, n
+	}
+	return d.send, len(drawerIDs(d.send))
+}
+
+// leaveOutNowhere keeps the ids of a delete_drawers found nowhere (the
+// local palace lacks them, the primary, asked, does not show them) out of
+// what it queues and hides, as a delete_drawer of one is: a gateway
+// refuses a batch naming one this device may not read (-31003) whole, for
+// ever, and the others would never be deleted there (attack104 F2). When
+// every id is nowhere, nowhere's answer takes it all back.
+func (d *deletion) leaveOutNowhere(c *call) {
+	ids := drawerIDs(c)
+	keep := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return d.held[id] == heldNowhere })
+	if len(keep) == 0 || len(keep) == len(ids) {
+		return
+	}
+	raw, err := sjson.SetBytes(append([]byte(nil), c.raw()...), "drawer_ids", keep)
+	if err != nil {
+		return // arguments that parsed as an object: not reached; sent whole, as before
+	}
+	d.send = newCall(&mcp.CallToolParams{Name: c.name, Arguments: json.RawMessage(raw)})
+	d.marks = slices.DeleteFunc(d.marks, func(m outbox.Tombstone) bool {
+		return m.Kind == outbox.TombDrawer && d.held[m.Key] == heldNowhere
+	})
 }
 
 // nowhere reports a delete the local palace took nothing of whose every
@@ -219,6 +254,9 @@ func (e *Edge) deleteWithoutLocal(ctx context.Context, c *call, d deletion, p *p
 const (
 	queuedHeld    = "queued to be deleted on the primary, which holds it (the outbox sends it; edge status shows it until then, and its gateway keeps it in its trash): this device's local palace did not hold the drawer"
 	queuedUnknown = "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"
+	// foundNowhere is a delete_drawers item's of an id neither palace
+	// shows (leaveOutNowhere).
+	foundNowhere = "nothing queued or hidden: the primary, asked, does not show this drawer either (not there, or in a wing this device may not read)"
 )
 
 // notReachableAdmin is why an admin device's delete stays local while
@@ -296,10 +334,14 @@ func bulkQueued(held map[string]holder, local map[string]any, queued bool, why s
 		it, _ := x.(map[string]any)
 		id, _ := it["drawer_id"].(string)
 		msg, failed := it["error"].(string)
-		if !failed || !notFound(msg) || held[id] == heldNowhere {
+		if !failed || !notFound(msg) {
 			continue
 		}
 		told = true
+		if held[id] == heldNowhere {
+			it["message"] = foundNowhere
+			continue
+		}
 		if !queued {
 			it["message"] = hiddenHere(held[id], why)
 			continue
@@ -365,8 +407,8 @@ func (e *Edge) intendDeletion(ctx context.Context, c *call, d deletion) *pending
 	}
 	p := &pendingDeletion{}
 	opID := ""
-	if e.notSent(d, len(drawerIDs(c))) == "" {
-		if p.in = e.intend(ctx, c, d.wing); p.in != nil {
+	if q, n := d.queued(c, len(drawerIDs(c))); e.notSent(d, n) == "" {
+		if p.in = e.intend(ctx, q, d.wing); p.in != nil {
 			opID = p.in.op.ID
 		}
 	}
@@ -516,6 +558,9 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 			d.marks = append(d.marks, e.diaryMark(ctx, en, stamp, primary))
 			d.unnamed = d.unnamed || primary || !e.entryWriteNoted(ctx, en)
 		}
+	}
+	if c.tool.Name == "delete_drawers" {
+		d.leaveOutNowhere(c)
 	}
 	return d
 }
@@ -670,6 +715,7 @@ func getDrawer(id string) *call {
 // (p's intent, when there is one); it says which (the answer's "edge").
 func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *pendingDeletion) map[string]any {
 	ctx = context.WithoutCancel(ctx) // taken locally: it must reach the outbox
+	c, n = d.queued(c, n)
 	var in *intent
 	if p != nil {
 		in = p.in
