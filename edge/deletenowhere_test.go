@@ -257,3 +257,28 @@ func TestANarrowAdminsBulkDeleteThroughAGatewayDeletesWhatItSees(t *testing.T) {
 		}
 	}
 }
+
+// A narrow admin's delete_by_source (a tool the gateway takes only from
+// an admin that reads and writes every wing) is not sent, and the answer
+// says why and to delete the drawers by id; the primary keeps them.
+// Before, it was answered queued, refused -31003 until dead, and the
+// drawers stayed on the primary (attack104 F2's check of delete_by_source).
+func TestANarrowAdminsDeleteBySourceIsNotSent(t *testing.T) {
+	t.Parallel()
+	pl, srv := startPrimary(t)
+	url, tokens, _ := testGatewayServer(t, srv.URL(),
+		gateway.Device{ID: "nar-0003", Label: "edge-test", Read: []string{"wing_nar"}, Write: []string{"wing_nar"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["nar-0003"]})
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
+	id, _ := h.call("add_drawer", map[string]any{"wing": "wing_nar", "room": "r", "content": "nar note", "source_file": "/w/notes.md"})
+	h.eventually("the drawer on the primary", func() bool { return pl.Dump().Drawers[fmt.Sprint(id["drawer_id"])] != nil })
+	m, _ := h.call("delete_by_source", map[string]any{"source_file": "/w/notes.md", "dry_run": false})
+	if r := fmt.Sprint(edgeOf(m)["replication"]); !strings.HasPrefix(r, "local only") || !strings.Contains(r, "delete_drawers") {
+		t.Errorf("a narrow admin's delete_by_source is answered %s, want local only, saying to delete by id", mustJSON(m))
+	}
+	for _, o := range pending(t, h.edge.outbox) {
+		if o.Tool == "mempalace_delete_by_source" {
+			t.Errorf("queued: %+v", o)
+		}
+	}
+}

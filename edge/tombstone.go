@@ -783,8 +783,17 @@ func (e *Edge) notSent(d deletion, n int) string {
 		return "the gateway keeps no trash"
 	case n > info.DeleteCap && !info.BulkDelete:
 		return fmt.Sprintf("%d drawers is over the gateway's delete cap of %d, and this device has no bulk-delete grant", n, info.DeleteCap)
+	case bySource(d) && !(slices.Contains(info.Read, "*") && slices.Contains(info.Write, "*")):
+		// The gateway refuses it (-31003) until dead: its drawers would
+		// stay on the primary under an answer that says queued.
+		return `delete_by_source acts on the whole palace, and the gateway takes it only from an admin device that reads and writes every wing ("*"); delete the drawers by id with delete_drawers`
 	}
 	return ""
+}
+
+// bySource reports a delete_by_source's deletion (its source tombstone).
+func bySource(d deletion) bool {
+	return slices.ContainsFunc(d.marks, func(t outbox.Tombstone) bool { return t.Kind == outbox.TombSource })
 }
 
 // lift removes the tombstones a write the local palace took recreates:
