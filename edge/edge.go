@@ -265,7 +265,7 @@ func (e *Edge) closeRemote() {
 		e.primary.Close()
 	}
 	if err := e.recordStayed(); err != nil {
-		e.log.Error("writes the local palace took that the outbox could not record are not recorded for edge status and doctor either: nothing sends them to the primary but `devbox-config join`", "err", err)
+		e.log.Error("writes the local palace took that the outbox could not record are not recorded for edge status and doctor either (their record file refused them: a read-only mount, a full copy-on-write disk), and their count is lost with this stop: nothing sends them to the primary but `devbox-config join` (`--dry-run` first shows what the primary lacks)", "err", err)
 	}
 	if e.outbox != nil {
 		if err := e.outbox.Close(); err != nil {
@@ -463,6 +463,8 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		e.theirsFirst = make(chan struct{})                    // before any tool call is read
 		go func() { defer wg.Done(); e.watchUnapplied(ctx) }() // localdelete.go
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); e.retryStayed(ctx) }() // replicate.go
 	e.connectEarly(ctx, wg)
 }
 

@@ -368,8 +368,8 @@ type stayedLocal struct {
 
 // stayLocal counts a write the outbox could not record, and records the
 // count at once in its own file, which a full disk does not stop; one the
-// file system refuses all the same (copy-on-write) is kept counted for the
-// next write, or the stop.
+// file system refuses all the same (copy-on-write, a read-only mount) is
+// kept counted for the next write, retryStayed's next tick, or the stop.
 func (e *Edge) stayLocal() {
 	now := time.Now()
 	e.stayed.mu.Lock()
@@ -396,6 +396,24 @@ func (e *Edge) recordStayed() error {
 	}
 	e.stayed.n = outbox.StayedLocal{}
 	return nil
+}
+
+// retryStayed records the writes stayLocal counted that their file
+// refused (a read-only mount, a copy-on-write disk still full) every
+// lease (Config.Lease, 10 s by default) until ctx ends: once the file
+// can be written they are in it, for edge status and doctor, with no
+// later write or stop needed, and a kill no longer loses them.
+func (e *Edge) retryStayed(ctx context.Context) {
+	t := time.NewTicker(cmp.Or(e.cfg.Lease, 10*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = e.recordStayed() // refused: kept counted for the next tick, and the stop logs it
+		}
+	}
 }
 
 // outboxWrite is c as the policy makes it an op, with the policy's error

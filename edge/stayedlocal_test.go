@@ -160,3 +160,42 @@ func TestAQueuedWriteRecordsItsPrimary(t *testing.T) {
 		t.Fatalf("recorded primary %q (%v), want http://127.0.0.1:1/mcp", st.QueuedFor, err)
 	}
 }
+
+// A write that stayed local while its record file could not be written
+// either (a read-only mount of <palace>/edge; here a directory in the
+// file's place, which refuses root too) is recorded once the file can be
+// written again, while the edge runs on with no later write: `edge
+// status` and doctor name it then, and a kill no longer loses it. Before,
+// the count waited in memory for a next write or the stop (attack106 F1).
+func TestAWriteThatStayedLocalIsRecordedOnceItsRecordFileIsWritableAgain(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{primaryDown: true, lease: 50 * time.Millisecond})
+	h.fillOutboxDisk()
+	record := filepath.Join(filepath.Dir(h.edge.outbox.Path()), outbox.StayedLocalFile)
+	if err := os.Rename(record, record+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(record, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written while nothing could record it"}); r["success"] != true {
+		t.Fatalf("add_drawer: %v", r)
+	}
+	if err := os.Remove(record); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(record+".aside", record); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := h.edge.outbox.Stats(context.Background())
+		if err == nil && len(st.StayedLocal) == 1 && st.StayedLocal[0].N == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record, with the file writable again and the edge running: %+v %v", st.StayedLocal, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -50,8 +50,9 @@ const StayedLocalFile = "stayed-local.json"
 // then), and only ever rewritten in place at offset 0 at the same length:
 // an overwrite of allocated blocks needs no new ones on ext4, xfs or
 // tmpfs, so it goes through on a full disk. A copy-on-write file system
-// (btrfs, zfs) allocates anew on every write and may refuse it still:
-// the edge then keeps the count and tries again at its next write.
+// (btrfs, zfs) allocates anew on every write and may refuse it still,
+// and a read-only mount refuses every write: the edge then keeps the
+// count and tries again at its next write, every lease and at its stop.
 const stayedLocalSize = 4096
 
 // stayedLocalPath is the record file of the outbox at outboxPath.
