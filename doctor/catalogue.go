@@ -43,7 +43,7 @@ func Catalogue() []Kind {
 		{[]string{IDOutboxHeld}, "§5", "writes held unsent while policy.json does not parse"},
 		{[]string{IDOutboxInDoubt}, "§4.3", "writes that may or may not have reached the primary (edge outbox delivered or retry)"},
 		{[]string{IDOutboxIntents}, "§4.3", "writes queued by an edge stopped before the palace answered: edge flush sends them"},
-		{[]string{IDOutboxStayedLocal}, "§4.3", "writes the outbox could not record (a full disk): no op sends them, join does"},
+		{[]string{IDOutboxStayedLocal}, "§4.3", "writes the outbox could not record (any cause): no op sends them, join does"},
 		{[]string{IDStayedLocalRecord}, "§4.3", "the record of those writes cannot be read: none is reported"},
 		{[]string{IDOutboxCopied}, "§6.2", "info: the outbox is a copy of another's, under the same device id (a copied HOME)"},
 		{[]string{IDOutboxOlder}, "§4.3", "info: the outbox was made by an older build; the next edge command migrates it"},

@@ -244,8 +244,8 @@ func stayedLocals(opts Options, path string, recs []outbox.StayedLocal) []Findin
 func stayedLocal(path string, sl outbox.StayedLocal, now string) Finding {
 	primary := mailbox.Printable(sl.Primary) // read from a file in the palace
 	f := Finding{ID: IDOutboxStayedLocal, Severity: Warn, Section: "§4.3",
-		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk, or an outbox that would not open) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), primary),
-		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, run `devbox-config edge flush` (it sends the writes queued before; join refuses while a diary entry it would send is still queued), then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", primary)}
+		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk, a read-only mount, an outbox a newer devbox-config made, or a corrupt one) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), primary),
+		Fix:     fmt.Sprintf("%s, run `devbox-config edge flush` (it sends the writes queued before; join refuses while a diary entry it would send is still queued), then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", outbox.OnceItTakesWrites, primary)}
 	if now != "" && !outbox.SamePrimary(sl.Primary, now) {
 		record := shellword.Quote(filepath.Join(filepath.Dir(path), outbox.StayedLocalFile))
 		f.Fix = fmt.Sprintf("this palace now replicates to %s, not %s: `devbox-config join` sends what that primary lacks (by content, these writes among it); if %s is gone for good, the record of it is then only a count: remove %s once no edge runs on this palace (the next edge start makes it again)",

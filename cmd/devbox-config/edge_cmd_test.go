@@ -326,7 +326,9 @@ func TestEdgeStatusNamesWritesThatStayedLocal(t *testing.T) {
 	}
 	s.Close()
 	out := runOK(t, "edge", "status")
-	for _, want := range []string{"LOCAL ONLY 3 write(s) stayed in the local palace only", "`devbox-config join`"} {
+	// Worded for every cause the outbox had, not a full disk's alone
+	// (attack106 F2).
+	for _, want := range []string{"LOCAL ONLY 3 write(s) stayed in the local palace only", "`devbox-config join`", "a read-only mount made writable", "a newer devbox-config"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

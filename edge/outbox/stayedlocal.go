@@ -20,7 +20,8 @@ import (
 )
 
 // StayedLocal counts the writes the local palace took that an edge could
-// not put in the outbox (a full disk): nothing sends them to the primary
+// not put in the outbox (a full disk, a read-only mount, an outbox that
+// would not open): nothing sends them to the primary
 // and no op names them; `devbox-config join`, which compares the local
 // palace with the primary by content, does. They are kept in their own
 // small file beside the outbox (StayedLocalFile), which a full disk does
@@ -37,8 +38,12 @@ type StayedLocal struct {
 // the fix; the primary as read from the file, made printable
 // (mailbox.Printable): whoever can write the palace wrote it.
 func (sl StayedLocal) String() string {
-	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; once the outbox's disk has space, run `devbox-config edge flush` (it sends the writes queued before), then `devbox-config join` to it (it sends what the primary lacks)", sl.N, sl.Since.Local().Format(time.RFC3339), mailbox.Printable(sl.Primary))
+	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; %s, run `devbox-config edge flush` (it sends the writes queued before), then `devbox-config join` to it (it sends what the primary lacks)", sl.N, sl.Since.Local().Format(time.RFC3339), mailbox.Printable(sl.Primary), OnceItTakesWrites)
 }
+
+// OnceItTakesWrites says when the writes that stayed local can be sent,
+// worded for every cause the outbox had: the record keeps none.
+const OnceItTakesWrites = "once the outbox takes writes again (a full disk freed, a read-only mount made writable, a newer devbox-config run again, a corrupt outbox moved aside)"
 
 // StayedLocalFile is the records of StayedLocal, beside the outbox: a
 // JSON array padded with spaces to stayedLocalSize bytes, all spaces
