@@ -76,10 +76,11 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 // any other is unusable.
 func failedOutbox(ob outboxState, err error) outboxState {
 	ob.err = err
-	if !errors.As(err, &ob.storage) {
+	if UnusableOutbox(err) {
 		ob.unusable = true
 		return ob
 	}
+	errors.As(err, &ob.storage) // true: neither unusable nor a schema's (readOutbox took those)
 	n, complete, err := outbox.Peek(ob.path)
 	switch {
 	case err != nil:
@@ -90,6 +91,14 @@ func failedOutbox(ob outboxState, err error) outboxState {
 		ob.peek = fmt.Sprintf("it holds %d queued write(s) not yet on the primary, which stay there", n[outbox.Queued]+n[outbox.Inflight])
 	}
 	return ob
+}
+
+// UnusableOutbox says whether err, an outbox's open's, is outbox-dead's:
+// the file is no usable outbox (corrupt, not a database), neither its file
+// system's fault (outbox.StorageError) nor another release's schema,
+// which leave it whole.
+func UnusableOutbox(err error) bool {
+	return err != nil && !errors.Is(err, outbox.ErrOlderSchema) && !errors.Is(err, sqlitewal.ErrNewerSchema) && !errors.As(err, new(*outbox.StorageError))
 }
 
 // CheckOutbox is outbox-dead and outbox-backlog (§4.3): writes the edge

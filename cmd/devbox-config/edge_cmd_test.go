@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -712,5 +713,34 @@ func TestEdgeStatusSaysThePalacesModelIsNotTheOneConfigured(t *testing.T) {
 	run([]string{"edge", "status"}, &out, &errb)
 	if got := out.String(); !strings.Contains(got, "embedder   no mismatch seen (the local palace's recorded model is the one configured") {
 		t.Fatalf("status with the palace's model:\n%s", got)
+	}
+}
+
+// An outbox that is not a usable SQLite database (a truncated file) makes
+// `edge status`, `edge flush` and `edge outbox list` exit 1 naming where
+// the fix is, in the same words: before, each said only SQLite's "database
+// disk image is malformed" (attack106 F3).
+func TestEdgeCommandsOnACorruptOutboxPointToDoctor(t *testing.T) {
+	s := edgeOutbox(t)
+	for i := range 300 {
+		if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"` + strconv.Itoa(i) + strings.Repeat("x", 500) + `"}`), Wing: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := s.Path()
+	s.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil { // as attack106 did: "database disk image is malformed"
+		t.Fatal(err)
+	}
+	const fix = "`devbox-config doctor` (outbox-dead) says how to move it aside with its -wal and -shm and what that loses"
+	for _, args := range [][]string{{"edge", "status"}, {"edge", "flush"}, {"edge", "outbox", "list"}} {
+		code, _, errOut := runCLI(args...)
+		if code != 1 || !strings.Contains(errOut, path) || !strings.HasSuffix(strings.TrimSpace(errOut), fix) {
+			t.Errorf("%v: exit %d\n%s", args, code, errOut)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -55,6 +56,9 @@ func openOutbox(logTo, stderr io.Writer, joinOutbox bool) (*outbox.Store, edge.C
 		return nil, cfg, failed(fmt.Errorf("outbox %s: %w", path, err))
 	}
 	s, err := outbox.OpenOptions(path, outbox.Options{Device: cfg.OriginDevice, Label: cfg.OriginLabel, Token: cfg.Token, Log: newLogger(stderr, slog.LevelWarn).With("component", "edge")})
+	if doctor.UnusableOutbox(err) { // a corrupt file: its fix, and what it loses, is doctor's (attack106 F3)
+		err = fmt.Errorf("%w; `devbox-config doctor` (outbox-dead) says how to move it aside with its -wal and -shm and what that loses", err)
+	}
 	if err != nil {
 		return nil, cfg, failed(err)
 	}
