@@ -104,7 +104,7 @@ func TestEdgeFlushSaysAnOpInFlightAtItsTimeoutMayHaveLanded(t *testing.T) {
 			return
 		}
 		defer close(landed)
-		time.Sleep(1200 * time.Millisecond) // past --timeout and the send's 1 s grace: the flush gives up on its answer
+		time.Sleep(1600 * time.Millisecond) // past --timeout and the send's 1 s grace: the flush gives up on its answer
 		// The write lands all the same (the proxy would cancel it with the
 		// flush's hang-up, so it is sent as it came).
 		req, _ := http.NewRequestWithContext(context.Background(), "POST", srv.URL(), bytes.NewReader(body))
@@ -120,11 +120,18 @@ func TestEdgeFlushSaysAnOpInFlightAtItsTimeoutMayHaveLanded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	code, out, errs := runCLI("edge", "flush", "--timeout", "100ms")
+	// 300 ms: time for a loaded machine to open the outbox and send
+	// before --timeout runs out (at 100 ms, CI 124's flush sent nothing,
+	// and the wait for the write below hung the package).
+	code, out, errs := runCLI("edge", "flush", "--timeout", "300ms")
 	if want := "(inflight): in flight when --timeout ran out: may have landed; the next flush settles it"; code != 1 || !strings.Contains(out, want) {
-		t.Errorf("exit %d, want 1 and %q:\n%s%s", code, want, out, errs)
+		t.Fatalf("exit %d, want 1 and %q:\n%s%s", code, want, out, errs)
 	}
-	<-landed
+	select {
+	case <-landed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow write never reached the primary")
+	}
 	if out := runOK(t, "edge", "flush"); !strings.Contains(out, "settled 1 left in flight") || primary.Dump().CountContent("slow write") != 1 {
 		t.Errorf("the next flush:\n%s", out)
 	}
