@@ -150,7 +150,12 @@ func TestARefusedConfigIsTakenOnceItsCauseIsCorrected(t *testing.T) {
 	}
 
 	since = time.Now()
-	if err := os.WriteFile(state, kept, 0o600); err != nil {
+	// Put back whole (a rename): written in place, a retry between the
+	// truncate and the write read an empty file and refused it anew.
+	if err := os.WriteFile(state+".new", kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(state+".new", state); err != nil {
 		t.Fatal(err)
 	}
 	if err := ConfirmApplied(g.cfgFile, since, 5*time.Second, nil); err != nil {
