@@ -222,7 +222,7 @@ func hungThroughLookUps(t *testing.T, during func(*outbox.Store)) Report {
 	}
 	// The look-up phase's end draws the third line.
 	pg := &Progress{W: flipWriter{on: "looking up", n: new(int), at: 3, flip: back}, Every: time.Nanosecond}
-	rep := run(t, c, Options{Stall: 3 * time.Second, Progress: pg})
+	rep := run(t, c, Options{Stall: 10 * time.Second, Progress: pg}) // 10 s: a loaded machine answered nothing for 3 s once
 	if hung.Load() {
 		t.Fatal("the primary was never back: the test did not reach the drain")
 	}
