@@ -19,15 +19,7 @@ import (
 // not refused as a conflict; another device's edit first makes it one,
 // and a retry overwrites.
 func TestRealTheBaseOfALocalTextMatchesThePrimarys(t *testing.T) {
-	u, srv := startReal(t)
-	laptop := Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9}
-	g := newGWAt(t, append([]Device{laptop}, deleters...), u)
-	g.withLedger()
-	onPrimary := func(id string) string {
-		got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id})
-		c, _ := got["content"].(string)
-		return c
-	}
+	g, onPrimary := realLaptopFleet(t)
 	local := realpalace.New(t)
 	s := edgeWith(t, g.http.URL+"/mcp", g.tokens["laptop-7f3a"], local.Dir, local.MCPCommand(), local.Env(), 60*time.Second)
 	ob, err := outbox.Open(filepath.Join(local.Dir, "edge", outbox.FileName), "", "")
@@ -112,5 +104,21 @@ func TestRealTheSecondEndOfAFactIsToldItWasClosedAlready(t *testing.T) {
 	facts := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "att63svc2", "direction": "outgoing"})["facts"].([]any)
 	if len(facts) != 1 || facts[0].(map[string]any)["valid_to"] != "2026-06-01" {
 		t.Errorf("the primary's facts: %v", facts)
+	}
+}
+
+// realLaptopFleet is a gateway with its ledger in front of real serve,
+// for device laptop-7f3a (every wing) and the deleters, and a read of a
+// drawer's text on the primary ("" when it holds none).
+func realLaptopFleet(t *testing.T) (*gw, func(id string) string) {
+	t.Helper()
+	u, srv := startReal(t)
+	laptop := Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9}
+	g := newGWAt(t, append([]Device{laptop}, deleters...), u)
+	g.withLedger()
+	return g, func(id string) string {
+		got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id})
+		c, _ := got["content"].(string)
+		return c
 	}
 }

@@ -17,15 +17,7 @@ import (
 // deleted, not refused as a conflict; one another device edited while the
 // delete was on its way is refused -32033 and keeps the edit (attack104 F1).
 func TestRealAnAdminsDeleteOfAnotherDevicesDrawerIsChecked(t *testing.T) {
-	u, srv := startReal(t)
-	laptop := Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9}
-	g := newGWAt(t, append([]Device{laptop}, deleters...), u)
-	g.withLedger()
-	onPrimary := func(id string) string {
-		got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id})
-		c, _ := got["content"].(string)
-		return c
-	}
+	g, onPrimary := realLaptopFleet(t)
 	add := func(content string) string {
 		a, rpc, _ := g.call(g.tokens["laptop-7f3a"], "add_drawer", map[string]any{"wing": "shared", "room": "f1", "content": content})
 		if rpc != nil {
