@@ -118,11 +118,7 @@ func aStaleEdit(t *testing.T, devs []Device) staleEdit {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	var o outbox.Op
-	waitUntil(t, "laptop's edit settled", func() bool {
-		o, err = ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o := settledOp(t, ob, op, "laptop's edit settled")
 	return staleEdit{g: g, sw: sw, laptop: laptop, palace: palace, ob: ob, o: o, id: id}
 }
 
@@ -149,11 +145,7 @@ func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 	})
 	next := edgeCall(t, st.laptop, "update_drawer", map[string]any{"drawer_id": st.id, "content": "drawer ten: LAPTOP builds on DESK"})
 	op, _ := next["edge"].(map[string]any)["op_id"].(string)
-	var o outbox.Op
-	waitUntil(t, "laptop's next edit settled", func() bool {
-		o, err = st.ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o := settledOp(t, st.ob, op, "laptop's next edit settled")
 	if o.State != outbox.Done || primaryText(st.g, st.id) != "drawer ten: LAPTOP builds on DESK" {
 		t.Fatalf("laptop's edit after the drop: %s %s; the primary holds %q", o.State, o.Error, primaryText(st.g, st.id))
 	}
@@ -575,4 +567,16 @@ func wantToldClosed(t *testing.T, g *gw, s *mcp.ClientSession, palace string, ob
 	if !strings.Contains(in, "Facts closed already") || !strings.Contains(in, o.Short()) {
 		t.Errorf("the next session's instructions do not tell of the already-closed end:\n%s", in)
 	}
+}
+
+// settledOp waits until op is done or dead in ob, and is it then.
+func settledOp(t *testing.T, ob *outbox.Store, op, what string) outbox.Op {
+	t.Helper()
+	var o outbox.Op
+	waitUntil(t, what, func() bool {
+		var err error
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
+	})
+	return o
 }

@@ -177,11 +177,7 @@ func TestAnEdgesStaleDeleteKeepsTheNewerText(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	var o outbox.Op
-	waitUntil(t, "the edge's delete settled", func() bool {
-		o, err = ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o := settledOp(t, ob, op, "the edge's delete settled")
 	if f := outbox.FailureOf(o.Error); o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
 		t.Errorf("the stale delete: %s %s (want dead, %s)", o.State, o.Error, outbox.ChangedOnPrimary)
 	}
@@ -231,11 +227,7 @@ func TestAnOfflineDeleteSentAgainKeepsTheNewerText(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	var o outbox.Op
-	waitUntil(t, "the delete settled", func() bool {
-		o, err = ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o := settledOp(t, ob, op, "the delete settled")
 	if f := outbox.FailureOf(o.Error); o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
 		t.Errorf("the delete sent again: %s %s (want dead, %s)", o.State, o.Error, outbox.ChangedOnPrimary)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -122,11 +121,7 @@ func TestAnAdminsDeleteOfAnotherDevicesDrawerKeepsALaterEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	var o outbox.Op
-	waitUntil(t, "the delete settled", func() bool {
-		o, err = ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o := settledOp(t, ob, op, "the delete settled")
 	if f := outbox.FailureOf(o.Error); o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
 		t.Errorf("the admin's delete sent after desk's edit: %s %s (want dead, %s)", o.State, o.Error, outbox.ChangedOnPrimary)
 	}

@@ -30,11 +30,7 @@ func TestRealTheBaseOfALocalTextMatchesThePrimarys(t *testing.T) {
 	settled := func(m map[string]any) outbox.Op {
 		t.Helper()
 		id, _ := m["edge"].(map[string]any)["op_id"].(string)
-		var o outbox.Op
-		waitUntil(t, "the update settled", func() bool {
-			o, err = ob.GetByID(context.Background(), id)
-			return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-		})
+		o := settledOp(t, ob, id, "the update settled")
 		return o
 	}
 

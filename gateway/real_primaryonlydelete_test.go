@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,11 +46,7 @@ func TestRealAnAdminsDeleteOfAnotherDevicesDrawerIsChecked(t *testing.T) {
 	}
 	settled := func(op string) outbox.Op {
 		t.Helper()
-		var o outbox.Op
-		waitUntil(t, "the delete settled", func() bool {
-			o, err = ob.GetByID(context.Background(), op)
-			return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-		})
+		o := settledOp(t, ob, op, "the delete settled")
 		return o
 	}
 	if o := settled(del(plain)); o.State != outbox.Done || onPrimary(plain) != "" {

@@ -41,10 +41,7 @@ func checkpointAfterDelete(t *testing.T, g *gw, s *mcp.ClientSession, palace str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	waitUntil(t, "the checkpoint's send settled", func() bool {
-		o, err = ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o = settledOp(t, ob, op, "the checkpoint's send settled")
 	return gone, fresh, o
 }
 

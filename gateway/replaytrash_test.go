@@ -41,11 +41,7 @@ func replayedDelete(t *testing.T, g *gw, s *mcp.ClientSession, palace, content s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	var o outbox.Op
-	waitUntil(t, "the re-add's send settled", func() bool {
-		o, err = ob.GetByID(context.Background(), op)
-		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
-	})
+	o := settledOp(t, ob, op, "the re-add's send settled")
 	return id, o, ob
 }
 
