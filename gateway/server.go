@@ -352,6 +352,14 @@ func (s *Server) Trash() (*trash.Store, error) {
 		return nil, err
 	}
 	st.Now, st.Key = s.Now, PurgeKey(s.key)
+	n, err := st.Prune(context.Background())
+	if err != nil {
+		st.Close() // the prune's error is the one to report
+		return nil, fmt.Errorf("trash %s: pruning: %w", st.Path(), err)
+	}
+	if n > 0 {
+		s.Log.Info("trash: pruned the deletes older than its retention", "deletes", n, "retention_days", int(st.Retention().Hours()/24))
+	}
 	s.bin = st
 	return st, nil
 }

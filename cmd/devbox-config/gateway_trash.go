@@ -122,8 +122,13 @@ func listTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
 		return failed(err)
 	}
 	fmt.Fprintf(stdout, "%s: %d delete(s), each kept %d days\n", st.Path(), len(ds), int(st.Retention().Hours()/24))
+	expired := time.Now().Add(-st.Retention())
 	for _, d := range ds {
-		fmt.Fprintln(stdout, d.Summary())
+		fmt.Fprint(stdout, d.Summary())
+		if d.Time.Before(expired) {
+			fmt.Fprint(stdout, "  (past the retention: the next prune, gateway start or delete removes it)")
+		}
+		fmt.Fprintln(stdout)
 		for _, dr := range d.Drawers {
 			fmt.Fprintf(stdout, "    %s  %s/%s  %s\n", dr.ID, dr.Wing, dr.Room, drawerNote(dr))
 		}

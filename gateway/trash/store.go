@@ -220,7 +220,8 @@ const ownBytesOfOld = `UPDATE deletes SET own_bytes = (SELECT coalesce(sum(lengt
   WHERE NOT EXISTS (SELECT 1 FROM drawers k WHERE k.delete_id = deletes.id AND CASE WHEN json_valid(k.origin) THEN json_extract(k.origin, '$.Device') END IS NOT deletes.device)`
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
-// retention (0: DefaultRetention), and prunes the older ones. A trash an
+// retention (0: DefaultRetention); it prunes nothing (the gateway's
+// start and each new delete do, and Prune, which counts). A trash an
 // older build made is migrated (logged on log; nil: none), and one a
 // newer release made is refused (sqlitewal.ErrNewerSchema).
 func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error) {
@@ -255,10 +256,6 @@ func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error
 	case err != nil:
 		db.Close() // the schema's error is the one to report
 		return nil, fmt.Errorf("trash %s is not a usable SQLite database: %w", path, err)
-	}
-	if _, err := s.Prune(context.Background()); err != nil {
-		db.Close() // the prune's error is the one to report
-		return nil, fmt.Errorf("trash %s: pruning: %w", path, err)
 	}
 	return s, nil
 }
