@@ -37,15 +37,38 @@ import (
 func Dir(t testing.TB) string {
 	t.Helper()
 	notInUnitTier(t, "the npm clients")
-	dir := os.Getenv("DEVBOX_REALCLIENTS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "devbox-config", "realclients")
-	}
+	dir := realclients()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "opencode-ai")); err != nil {
 		Missing(t, "pinned npm packages not installed in "+dir+" (run scripts/test, or: DEVBOX_REALCLIENTS="+dir+" scripts/install-realclients)")
 	}
 	return dir
+}
+
+func realclients() string {
+	if dir := os.Getenv("DEVBOX_REALCLIENTS"); dir != "" {
+		return dir
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "devbox-config", "realclients")
+}
+
+// GooseYAML returns realclients/goose-yaml as scripts/install-realclients
+// built it: Goose's YAML library reading a config.yaml (Goose has no npm
+// package). The installer builds it only where cargo is; without cargo the
+// test skips, saying so, in CI too.
+func GooseYAML(t testing.TB) string {
+	t.Helper()
+	notInUnitTier(t, "goose-yaml")
+	bin := filepath.Join(realclients(), "goose-yaml", "release", "goose-yaml")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	msg := "goose-yaml is not built at " + bin + " (run scripts/install-realclients)"
+	if _, err := exec.LookPath("cargo"); err != nil {
+		t.Skip(msg + ": cargo is not installed, so the installer built nothing")
+	}
+	Missing(t, msg)
+	return ""
 }
 
 // Missing skips a test that lacks something installed, or fails it under
