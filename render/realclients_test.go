@@ -336,7 +336,7 @@ func TestDocumentedShapes(t *testing.T) {
 			func(e map[string]any, url string) bool {
 				return e["type"] == "http" && e["url"] == url && header(e) == "Bearer $MEMPALACE_REMOTE_TOKEN"
 			}},
-		{"goose", "Goose: a Rust binary with no npm package",
+		{"goose", "Goose: a Rust binary with no npm package (its YAML library reads every rung instead: TestGooseReadsEveryRung)",
 			[]string{"name", "type", "cmd", "args", "envs", "env_keys", "enabled", "timeout"},
 			func(e map[string]any, _ string) bool {
 				return e["type"] == "stdio" && e["cmd"] == "devbox-config" && fmt.Sprint(e["args"]) == "[bridge]" && fmt.Sprint(e["env_keys"]) == "[MEMPALACE_REMOTE_URL MEMPALACE_REMOTE_TOKEN]"
