@@ -20,6 +20,14 @@ const noDrawersYet = "no drawers yet"
 // a broken palace's, so they stay errors.)
 const chromaMissing = "Chroma database missing"
 
+// unopened reports MemPalace's (3.11) error for a drawer read of a palace
+// it cannot open the drawers of: one new (no drawer filed yet, after a
+// search there) or broken; its advice (init and mine, or repair) is not
+// for an agent on a devbox new to the fleet.
+func unopened(msg string) bool {
+	return msg == chromaMissing || msg == "No palace found" || strings.HasPrefix(msg, "Backend open failed")
+}
+
 // localEmpty reports a local palace that holds no drawers yet
 // (palacefiles.Empty): MemPalace answers its drawer reads with errors that
 // mean "nothing here", on a devbox new to the fleet until its first write.

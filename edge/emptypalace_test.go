@@ -413,9 +413,20 @@ func TestAnAddDrawerOverTheCapWithTheStampSaysSo(t *testing.T) {
 
 // freshPrimary answers every drawer read as real MemPalace 3.11 behind a
 // gateway does while no device has filed a drawer on the primary yet.
-type freshPrimary struct{ inProcessPrimary }
+// With searched, as it does after a search there: "Backend open failed"
+// (isError), and the search "No palace found".
+type freshPrimary struct {
+	inProcessPrimary
+	searched bool
+}
 
-func (freshPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+func (f freshPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	switch {
+	case p.Name == "mempalace_search":
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "No palace found", "hint": "Run: mempalace init <dir> && mempalace mine <dir>", "filtered": true}`}}}, nil
+	case f.searched:
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Backend open failed", "details": "Could not open the selected backend collection.", "hint": "Run: mempalace status or mempalace repair-status for diagnostics.", "backend": "chroma", "filtered": true}`}}}, nil
+	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Chroma database missing", "details": "Could not open missing database at /p/chroma.sqlite3.", "hint": "Run: mempalace status or mempalace repair-status for diagnostics.", "filtered": true}`}}}, nil
 }
 
@@ -428,7 +439,7 @@ func TestAFreshPrimaryIsEmptyNotDegraded(t *testing.T) {
 	t.Parallel()
 	e, _, primary, _ := routerUnderTest(t)
 	routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "written here first"})
-	e.remote = freshPrimary{inProcessPrimary{primary}}
+	e.remote = freshPrimary{inProcessPrimary: inProcessPrimary{primary}}
 	reads := []struct {
 		tool string
 		args map[string]any
@@ -444,11 +455,42 @@ func TestAFreshPrimaryIsEmptyNotDegraded(t *testing.T) {
 	}
 
 	e, _, primary, _ = routerUnderTest(t)
-	e.localServer, e.remote = emptyLocal{missing: true}, freshPrimary{inProcessPrimary{primary}}
+	e.localServer, e.remote = emptyLocal{missing: true}, freshPrimary{inProcessPrimary: inProcessPrimary{primary}}
 	for _, r := range reads {
 		tool, m := r.tool, routed(t, e, r.tool, r.args)
 		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet || edgeOf(m)["local"] != noDrawersYet {
 			t.Errorf("%s, both palaces fresh: %v", tool, m)
 		}
+	}
+}
+
+// A fleet new to memory after a search there (attack107 F1): the primary
+// answers every drawer read "Backend open failed" and a search "No palace
+// found", with MemPalace's advice to repair, or to init and mine. A
+// device whose palace is as new answers each read empty, degraded, the
+// primary's words in edge.primary, never that advice; a delete_by_source
+// dry run there answers as for a source with no drawers (attack107 F2).
+func TestAFleetNewToMemoryAfterASearchReadsEmptyAndDegraded(t *testing.T) {
+	t.Parallel()
+	e, _, primary, _ := routerUnderTest(t)
+	e.localServer, e.remote = emptyLocal{}, freshPrimary{inProcessPrimary: inProcessPrimary{primary}, searched: true}
+	for _, r := range []struct {
+		tool, list string
+		args       map[string]any
+	}{
+		{"mempalace_search", "results", map[string]any{"query": "zebra"}},
+		{"mempalace_list_drawers", "drawers", map[string]any{}},
+		{"mempalace_diary_read", "entries", map[string]any{"agent_name": "me"}},
+		{"mempalace_check_duplicate", "matches", map[string]any{"content": "zebra"}},
+	} {
+		m := routed(t, e, r.tool, r.args)
+		l, ok := m[r.list].([]any)
+		if !ok || len(l) != 0 || m["error"] != nil || m["hint"] != nil || m["degraded"] != true || edgeOf(m)["local"] != noDrawersYet || !unopened(fmt.Sprint(edgeOf(m)["primary"])) {
+			t.Errorf("%s, both palaces new, after a search: %v", r.tool, m)
+		}
+	}
+	m := routed(t, e, "mempalace_delete_by_source", map[string]any{"source_file": "notes.md"})
+	if m["success"] != true || m["dry_run"] != true || m["match_count"] != 0.0 || m["error"] != nil {
+		t.Errorf("a delete_by_source dry run on a palace new to the fleet: %v", m)
 	}
 }

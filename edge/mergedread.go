@@ -292,19 +292,21 @@ func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any,
 	case lo.err == nil && e.localEmpty():
 		// A devbox new to the fleet: its palace's errors mean "nothing
 		// here". The primary's own refusal is the answer; a primary that
-		// could not answer leaves the empty answer, degraded.
+		// could not answer, or cannot open its drawers either (a fleet new
+		// to memory after a search there), leaves the empty answer,
+		// degraded.
 		if rpcErr := peerError(perr); rpcErr != nil {
 			return nil, rpcErr
 		}
 		if perr == nil && pwhy == chromaMissing { // a fleet new to memory: neither palace holds a drawer
 			return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": noDrawersYet}, false), nil
 		}
-		if perr == nil && b.primary.res != nil {
+		if perr == nil && b.primary.res != nil && !unopened(pwhy) {
 			return b.primary.res, nil
 		}
 		why := e.remote.State()
-		if perr != nil {
-			why = perr.Error()
+		if perr != nil || b.primary.res != nil {
+			why = pwhy // a primary that cannot open its drawers either (unopened): its words, not its advice
 		}
 		return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": why}, true), nil
 	}

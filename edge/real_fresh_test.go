@@ -162,14 +162,16 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 // device's palace nor the primary holds a drawer (real MemPalace answers
 // "Chroma database missing" on both). Every drawer read answers as an
 // empty palace does, not degraded, never MemPalace's advice to repair a
-// palace that is merely new. (Not a search: a primary's "No palace found"
-// is also a broken palace's, and a search leaves the primary's database
-// file without a collection, "Backend open failed" to every later read,
-// which the edge cannot tell from a broken primary without its files:
-// those stay degraded until the first drawer reaches the primary.)
+// palace that is merely new. A search leaves the primary's database file
+// without a collection, "Backend open failed" to every later read (and
+// "No palace found" to a search), which the edge cannot tell from a broken
+// primary without its files: from then on until the first drawer reaches
+// the primary, the reads answer empty and degraded, the primary's words
+// in edge.primary, still never its advice (attack107 F1); and a
+// delete_by_source dry run answers as for a source with no drawers (F2).
 func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{}, "")
-	for _, c := range []struct {
+	reads := []struct {
 		tool string
 		args map[string]any
 		list string
@@ -177,10 +179,24 @@ func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 		{"list_drawers", map[string]any{}, "drawers"},
 		{"diary_read", map[string]any{"agent_name": "me"}, "entries"},
 		{"check_duplicate", map[string]any{"content": "zebra"}, "matches"},
-	} {
+	}
+	for _, c := range reads {
 		m, res := r.harness.call(c.tool, c.args)
 		if l, ok := m[c.list].([]any); !ok || len(l) != 0 || res.IsError || m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet {
 			t.Errorf("%s on a fresh fleet: %v", c.tool, m)
+		}
+	}
+	if m, _ := r.harness.call("delete_by_source", map[string]any{"source_file": "notes.md"}); m["dry_run"] != true || m["match_count"] != 0.0 || m["error"] != nil {
+		t.Errorf("a delete_by_source dry run on a fresh fleet: %v", m)
+	}
+	for _, c := range append([]struct {
+		tool string
+		args map[string]any
+		list string
+	}{{"search", map[string]any{"query": "zebra"}, "results"}}, reads...) {
+		m, res := r.harness.call(c.tool, c.args)
+		if l, ok := m[c.list].([]any); !ok || len(l) != 0 || res.IsError || m["error"] != nil || m["hint"] != nil || m["degraded"] != true || !unopened(fmt.Sprint(edgeOf(m)["primary"])) {
+			t.Errorf("%s on a fresh fleet after a search: %v", c.tool, m)
 		}
 	}
 }

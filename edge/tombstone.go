@@ -136,7 +136,11 @@ const (
 // delete_hallway, a dry run) is the local palace's alone, as before.
 func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if e.outbox == nil || !removesDrawers(c) {
-		return e.local(ctx, c)
+		res, err := e.local(ctx, c)
+		if err == nil && c.tool.Name == "delete_by_source" && e.lacksLocally(res) {
+			return noSourceHere(c), nil // a dry run on a palace new to the fleet, not MemPalace's advice to repair it
+		}
+		return res, err
 	}
 	d := e.readDeletion(ctx, c)
 	if err := ctx.Err(); err != nil {
@@ -358,6 +362,12 @@ func bulkQueued(held map[string]holder, local map[string]any, queued bool, why s
 	}
 	local["deleted"], local["errors"] = deleted, errs
 	return local
+}
+
+// noSourceHere is MemPalace's answer to a delete_by_source dry run of a
+// source the palace holds no drawer of.
+func noSourceHere(c *call) *mcp.CallToolResult {
+	return jsonResult(map[string]any{"success": true, "dry_run": true, "source_file": c.argsMap()["source_file"], "match_count": 0, "closet_match_count": 0, "sample": []any{}, "hint": "No drawers match this source_file."}, false)
 }
 
 // emptyPalaceDelete is the answer to c from a local palace that holds no
