@@ -69,10 +69,18 @@ func TestASearchPageOneDrawerFillsSaysSo(t *testing.T) {
 	h := start(t, harnessOpts{})
 	const query = "cap item filler text number"
 	fileElsewhere(t, h, strings.Repeat(query+" ", 105*fakepalace.ChunkSize/len(query+" "))) // 105 chunks, each the query's words
-	fileElsewhere(t, h, query+", and a hundred more words of another drawer")
+	other := fileElsewhere(t, h, query+", and a hundred more words of another drawer")
 	m, _ := h.call("search", map[string]any{"query": query, "limit": 5, "wing": "shared"})
 	if rs, _ := m["results"].([]any); len(rs) != 1 || m["distinct_results_truncated"] != true {
 		t.Errorf("search limit 5 past 100 rows of one drawer answers %s, want its one hit and distinct_results_truncated", mustJSON(m))
+	}
+	// With a tombstone, hidden_cut says so, of rows ranked by likeness,
+	// not by age (attack107 F6: "the newest 100 rows").
+	h.call("delete_drawer", map[string]any{"drawer_id": other})
+	h.call("delete_drawer", map[string]any{"drawer_id": fileElsewhere(t, h, query)}) // the best row of all
+	m, _ = h.call("search", map[string]any{"query": query, "limit": 5, "wing": "shared"})
+	if cut, _ := m["hidden_cut"].(string); !strings.Contains(cut, "the best 100 rows") || !strings.Contains(cut, "less similar ones") || strings.Contains(cut, "newest") {
+		t.Errorf("search past 100 rows with a tombstone: hidden_cut %q", cut)
 	}
 }
 

@@ -1095,16 +1095,33 @@ func (e *Edge) primaryPage(ctx context.Context, c *call, shape catalogue.Filter,
 				why = err.Error()
 			}
 			e.log.Warn("a thinned page asked again wider: the primary did not answer", "tool", c.tool.Name, "asked", n, "error", why)
-			return cutToAsked(shape, shortPage(res, hidden, fmt.Sprintf("%d of the newest %d rows the primary gave are of records this device deleted (hidden), and asked for more it did not answer (%s): older ones it may hold are not on this page", hidden, asked, why)), args), nil
+			return cutToAsked(shape, shortPage(res, hidden, fmt.Sprintf("%d of the %s %d rows the primary gave are of records this device deleted (hidden), and asked for more it did not answer (%s): %s ones it may hold are not on this page", hidden, firstRows(shape), asked, why, laterRows(shape))), args), nil
 		}
 		res, asked = more, n
 		res, hidden = e.hideTombstoned(ctx, shape, res)
 		records, rows = pageCount(shape, res)
 	}
 	if records < want && rows+hidden >= mostRows {
-		res = shortPage(res, hidden, fmt.Sprintf("the newest %d rows the primary gives hold %d of records this device deleted (hidden) and %d rows of the %d records it sees; older ones are past them, and %s reads no further: ask for fewer, or narrow the read", mostRows, hidden, rows, records, c.tool.Name))
+		res = shortPage(res, hidden, fmt.Sprintf("the %s %d rows the primary gives hold %d of records this device deleted (hidden) and %d rows of the %d records it sees; %s ones are past them, and %s reads no further: ask for fewer, or narrow the read", firstRows(shape), mostRows, hidden, rows, records, laterRows(shape), c.tool.Name))
 	}
 	return cutToAsked(shape, res, args), nil
+}
+
+// firstRows and laterRows name the order of shape's rows: a search's by
+// likeness to the query (attack107 F6: its page was said to be of the
+// newest rows), a diary's by time.
+func firstRows(shape catalogue.Filter) string {
+	if shape == catalogue.FilterHits {
+		return "best"
+	}
+	return "newest"
+}
+
+func laterRows(shape catalogue.Filter) string {
+	if shape == catalogue.FilterHits {
+		return "less similar"
+	}
+	return "older"
 }
 
 // pageCount is how many records res's page holds, and in how many rows:
