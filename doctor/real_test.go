@@ -27,8 +27,8 @@ func realBox(t *testing.T, p *realpalace.Palace, primaryURL, token string) Optio
 	return Options{
 		Home: p.Home, HomeFromFlag: true, MountInfo: mi, Timeout: 10e9,
 		SlowPrimary: 10e9, // a loaded machine's serve answered /healthz in 817 ms (CI 125): slowness is not what these check
-		Env:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		LookPath: func(string) (string, error) { return p.Bin("mempalace-mcp"), nil },
+		Env:         func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		LookPath:    func(string) (string, error) { return p.Bin("mempalace-mcp"), nil },
 	}
 }
 
