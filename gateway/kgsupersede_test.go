@@ -85,6 +85,22 @@ func secondSupersedes(t *testing.T, u *upstream) {
 		t.Errorf("svc_b's current facts: %v, want owner dave", cur)
 	}
 
+	// A value current beside the old one all along (a predicate of
+	// several values) did not replace it: a supersede of the old one,
+	// ended by an invalidate, files (review33 R1).
+	lib := func(obj, from string) map[string]any {
+		return map[string]any{"subject": "svc_m", "predicate": "uses_lib", "object": obj, "valid_from": from}
+	}
+	g.mustKG("laptop", "kg_add", lib("x", "2026-01-01"))
+	g.mustKG("laptop", "kg_add", lib("y", "2026-01-01"))
+	g.mustKG("laptop", "kg_invalidate", map[string]any{"subject": "svc_m", "predicate": "uses_lib", "object": "y", "ended": "2026-03-01"})
+	if res, rpc, _ := g.call(g.tokens["laptop"], "kg_supersede", map[string]any{"subject": "svc_m", "predicate": "uses_lib", "old_object": "y", "new_object": "z", "at": "2026-07-01"}); rpc != nil || res["success"] != true || res["held_by"] != nil {
+		t.Errorf("a supersede of a value ended beside another current all along: %v %v; want it filed", res, rpc)
+	}
+	if got := countFacts(t, g, "svc_m", "z"); got != 1 {
+		t.Errorf("the primary holds %d z facts, want 1", got)
+	}
+
 	// A landed supersede sent again by its op id is answered as before;
 	// a held one sent again is held again.
 	g.mustKG("laptop", "kg_add", map[string]any{"subject": "svc_c", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"})
