@@ -95,10 +95,12 @@ func failedOutbox(ob outboxState, err error) outboxState {
 
 // UnusableOutbox says whether err, an outbox's open's, is outbox-dead's:
 // the file is no usable outbox (corrupt, not a database), neither its file
-// system's fault (outbox.StorageError) nor another release's schema,
-// which leave it whole.
+// system's fault (outbox.StorageError), another release's schema, nor a
+// lock another process holds past the busy retries (review33 R4: a
+// healthy outbox, whose unsent writes moving it aside would lose), which
+// leave it whole.
 func UnusableOutbox(err error) bool {
-	return err != nil && !errors.Is(err, outbox.ErrOlderSchema) && !errors.Is(err, sqlitewal.ErrNewerSchema) && !errors.As(err, new(*outbox.StorageError))
+	return err != nil && !errors.Is(err, outbox.ErrOlderSchema) && !errors.Is(err, sqlitewal.ErrNewerSchema) && !errors.As(err, new(*outbox.StorageError)) && !sqlitewal.Busy(err)
 }
 
 // CheckOutbox is outbox-dead and outbox-backlog (§4.3): writes the edge
