@@ -402,7 +402,8 @@ func (e *Edge) recordStayed() error {
 // refused (a read-only mount, a copy-on-write disk still full) every
 // lease (Config.Lease, 10 s by default) until ctx ends: once the file
 // can be written they are in it, for edge status and doctor, with no
-// later write or stop needed, and a kill no longer loses them.
+// later write or stop needed; a kill after that tick no longer loses
+// them (one before it, or a stop while the file still refuses, does).
 func (e *Edge) retryStayed(ctx context.Context) {
 	t := time.NewTicker(cmp.Or(e.cfg.Lease, 10*time.Second))
 	defer t.Stop()

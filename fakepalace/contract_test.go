@@ -456,6 +456,12 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 				if ps["event"].(map[string]any)["type"] != "patch.ready" {
 					t.Fatalf("patch_submit: %v", ps)
 				}
+				// Blanks at either end of type and the routing fields are
+				// stripped (Python's str.strip()), not refused.
+				padded := call(t, c, "mempalace_event_append", map[string]any{"type": " task.request\t", "stream": " s ", "room": "r", "from_agent": "pi@a", "to_agent": "opencode@b\u3000"})
+				if e, _ := padded["event"].(map[string]any); e["type"] != "task.request" || e["stream"] != "s" || e["to_agent"] != "opencode@b" {
+					t.Fatalf("padded fields: %v", padded)
+				}
 			})
 			t.Run("search is deterministic", func(t *testing.T) {
 				c := open(t)

@@ -45,7 +45,11 @@ func routing(field, v string, required bool) (string, error) {
 // appendEvent validates and appends; there is no idempotency guard (RFC 003
 // §7.1): two identical calls make two events.
 func (pl *Palace) appendEvent(a args) (*Event, error) {
-	typ := a.str("type")
+	typ := catalogue.SanitizedName(a.str("type")) // MemPalace's _sanitize_event_type strips it first
+	if typ == "" {
+		return nil, fmt.Errorf("type must be a non-empty string")
+	}
+	a["type"] = typ
 	if !eventTypeRE.MatchString(typ) {
 		return nil, fmt.Errorf("type='%s' is not a valid event type (lowercase letters, digits, '.', '_', '-'; max 64 chars)", typ)
 	}

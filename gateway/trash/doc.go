@@ -56,8 +56,9 @@
 // # Retention
 //
 // A Delete is kept for the retention (trash_retention_days, default 30)
-// from its time, restored or not, then pruned: when the trash is opened,
-// with every new Delete, and by `gateway trash prune`. What it keeps of
+// from its time, restored or not, then pruned: by Prune (the gateway's
+// start, `gateway trash prune`) and with every new Delete; opening the
+// trash prunes nothing, so `gateway trash list` shows what is past it. What it keeps of
 // a device's own text (drawers whose origin names the device that
 // replaced or deleted them) is bounded by Store.OwnQuota: a new Delete of
 // its own text drops, and logs, that device's oldest settled ones past it
