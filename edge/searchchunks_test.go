@@ -151,3 +151,24 @@ func TestRealALongDrawersChunkRowsDoNotThinTheSearchPage(t *testing.T) {
 		t.Errorf("search limit 5 shows %d hits of %d drawers, want 5 drawers, none deleted here, merged: %s", len(hitsOf(t, m)), len(ids), mustJSON(m))
 	}
 }
+
+// The primary's page alone (the local palace unusable) shows a long
+// drawer once, its chunk rows within the limit too (review33 R2: rows at
+// or under the limit were passed as they came, the drawer three times).
+func TestASearchFromThePrimaryAloneShowsADrawerOnce(t *testing.T) {
+	t.Parallel()
+	e, _, primary, _ := routerUnderTest(t)
+	e.localServer = emptyLocal{}
+	const query = "cap item filler text number"
+	sharedDrawer(t, primary, "shared", strings.Repeat(query+" ", 3*fakepalace.ChunkSize/len(query+" "))) // 3 chunks
+	sharedDrawer(t, primary, "shared", query+", once")
+	m := routed(t, e, "mempalace_search", map[string]any{"query": query, "limit": 5})
+	rs, _ := m["results"].([]any)
+	seen := map[string]bool{}
+	for _, r := range rs {
+		seen[fmt.Sprint(r.(map[string]any)["drawer_id"])] = true
+	}
+	if len(rs) != 2 || len(seen) != 2 || edgeOf(m)["primary"] != "ok" {
+		t.Errorf("search limit 5 from the primary alone: %d rows of %d drawers: %s", len(rs), len(seen), mustJSON(m))
+	}
+}

@@ -1186,7 +1186,7 @@ func cutToAsked(shape catalogue.Filter, res *mcp.CallToolResult, args map[string
 		return res
 	}
 	arr := gjson.Get(text, path)
-	if !arr.IsArray() || len(arr.Array()) <= n {
+	if !arr.IsArray() || len(arr.Array()) <= n && shape != catalogue.FilterHits { // a search's page within n may repeat a drawer (review33 R2)
 		return res
 	}
 	kept := map[string]bool{} // a search's n best hits, a row each: mergeSearch keeps a drawer's first row
