@@ -39,11 +39,14 @@ package edge
 // drops it) is told the same way, in a line of its own ("Writes held")
 // with both devices and the fix.
 //
-// The edge asks the outbox for its dead ops (one look-up on their own
-// index) at each tool answer it builds; the flusher of this process
-// counts the ops it made dead or settled with items left out
-// (Store.Notices), so an answer relayed without the edge (notePending)
-// steps aside when there is news.
+// Every flusher (this edge's, `edge flush`'s, another session's edge's)
+// counts the ops it made dead or settled with a note in the outbox's meta,
+// in the transaction that settles each (Store.News): the edge reads that
+// one row at each tool answer, and asks for the dead ops (DeadOps, their
+// own indexes) only when it changed, so an answer relayed without the
+// edge (notePending) steps aside when there is news, whichever process
+// made it (attack107 F4: another process's was heard up to a second
+// late, after the answer that should have carried it).
 
 import (
 	"cmp"
@@ -54,7 +57,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -70,18 +72,11 @@ const deadReasonMax = 120
 // reason.
 const deadWhoMax = 64
 
-// deadLookEvery bounds how often a tool answer looks the dead ops up when
-// this process's flusher made none dead since the last look-up (another
-// process's flusher, `edge flush` say, made them): the look-up is 80-111
-// µs (BenchmarkDeadOps) on an answer that is otherwise sub-millisecond.
-const deadLookEvery = time.Second
-
 // deadNews is what the session was told of the dead ops.
 type deadNews struct {
-	mu     sync.Mutex
-	told   map[string]bool // the dead ops told of, as of the last look-up
-	seen   atomic.Int64    // the outbox's Notices at the last look-up
-	lookAt time.Time       // the last look-up
+	mu   sync.Mutex
+	told map[string]bool // the dead ops told of, as of the last look-up
+	seen atomic.Int64    // the outbox's News at the last look-up
 }
 
 // newDead looks the dead ops up and reports those the session was not
@@ -93,11 +88,14 @@ func (e *Edge) newDead(ctx context.Context, all bool) []outbox.DeadOp {
 	d := &e.dead
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	seen := e.outbox.Notices()
-	if !all && seen == d.seen.Load() && time.Since(d.lookAt) < deadLookEvery {
-		return nil // none died here since, and another process's are heard within deadLookEvery
+	seen, err := e.outbox.News(ctx)
+	if err != nil {
+		e.log.Debug("the dead ops not looked up; the agent is told of them later", "err", err)
+		return nil
 	}
-	d.lookAt = time.Now()
+	if !all && seen == d.seen.Load() {
+		return nil // no process's flusher made one dead or noted since
+	}
 	ops, err := e.outbox.DeadOps(ctx)
 	if err != nil {
 		e.log.Debug("the dead ops not looked up; the agent is told of them later", "err", err)
@@ -129,10 +127,14 @@ func (e *Edge) untell(ops []outbox.DeadOp) {
 	e.dead.seen.Store(-1) // the fast lane's relay steps aside for them
 }
 
-// deadPending reports an op this process's flusher made dead, or settled
-// with a checkpoint's items left out, since the last look-up.
-func (e *Edge) deadPending() bool {
-	return e.outbox != nil && e.outbox.Notices() != e.dead.seen.Load()
+// deadPending reports an op a flusher (this process's or another's) made
+// dead, or settled with a note for the agent, since the last look-up.
+func (e *Edge) deadPending(ctx context.Context) bool {
+	if e.outbox == nil {
+		return false
+	}
+	n, err := e.outbox.News(ctx)
+	return err == nil && n != e.dead.seen.Load() // unreadable: the next look-up says so
 }
 
 // deadWhat is "<tool> of <wing/room, drawer id or wing>" and the

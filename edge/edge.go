@@ -97,6 +97,7 @@ type Edge struct {
 func New(cfg Config) *Edge {
 	cfg = cfg.withDefaults()
 	e := &Edge{cfg: cfg, log: cfg.Log, listedFrom: map[string]toolSource{}, unlisted: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), primaryUp: make(chan struct{}, 1), initDone: make(chan struct{})}
+	e.dead.seen.Store(-1) // not looked up yet: the first answer (or the session's start) does
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{

@@ -341,7 +341,7 @@ func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool
 func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool) bool {
 	e := l.e
 	byID := !e.cfg.PassThrough() && c.tool.Route == catalogue.ByID && !e.primaryOnlyTool(c.name)
-	if !e.childAnswers(c) && !byID || e.notePending() {
+	if !e.childAnswers(c) && !byID || e.notePending(l.ctx) {
 		return false // (a note goes on serve's answer)
 	}
 	if byID {

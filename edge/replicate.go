@@ -846,9 +846,6 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 		e.warningTold(ctx, op.ID, m)
 		return jsonResult(m, false), nil
 	case outbox.Dead:
-		// Wait may read it dead before the flusher counts it among the
-		// outbox's notices: this answer's notes look it up all the same.
-		e.dead.seen.Store(-1)
 		return errorResult("the primary refused this write: "+outbox.Words(done.Error), map[string]any{"op_id": op.ID}), nil
 	case outbox.InDoubt:
 		return errorResult(fmt.Sprintf("this write may or may not be on the primary, and nothing can look it up: it is not sent again on its own; `devbox-config edge outbox retry %s` sends it again, `devbox-config edge outbox delivered %s` records it as landed", op.Short(), op.Short()),

@@ -731,10 +731,9 @@ func (e *Edge) takeNoteAsks() []owedAsk {
 	return asks
 }
 
-// notePending reports a note waiting for the next tool answer (a dead op
-// another process's flusher made is seen only by the next look-up).
-func (e *Edge) notePending() bool {
-	if e.deadPending() {
+// notePending reports a note waiting for the next tool answer.
+func (e *Edge) notePending(ctx context.Context) bool {
+	if e.deadPending(ctx) {
 		return true
 	}
 	if e.wk == nil {

@@ -356,7 +356,7 @@ func TestNewAsksNoteFollowsAMidSessionRevocation(t *testing.T) {
 		t.Fatalf("nothing owed at start: %q", in)
 	}
 	id := askVia(t, url, tokens["laptop-7f3a"], "pi@laptop", "opencode@edge-test", "push this to main")
-	h.eventually("a note for the laptop's ask", h.edge.notePending)
+	h.eventually("a note for the laptop's ask", func() bool { return h.edge.notePending(context.Background()) })
 	c, err := gateway.LoadConfig(gw.ConfigFile)
 	if err != nil {
 		t.Fatal(err)
@@ -654,7 +654,7 @@ func TestTheMailboxAnswerTellsANewAsk(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{mailboxPoll: 100 * time.Millisecond, wakeWait: 10 * time.Second})
 	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "bump the version")
-	h.eventually("the new ask noted for the next tool answer", h.edge.notePending)
+	h.eventually("the new ask noted for the next tool answer", func() bool { return h.edge.notePending(context.Background()) })
 	m, res := h.call("mailbox", map[string]any{})
 	if !strings.Contains(mustJSON(m), id) {
 		t.Fatalf("mempalace_mailbox does not list the new ask: %s", mustJSON(m))
@@ -675,7 +675,7 @@ func TestAMailboxAnswerOfAnotherStreamCarriesTheNote(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{mailboxPoll: 100 * time.Millisecond, wakeWait: 10 * time.Second})
 	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "bump the version")
-	h.eventually("the new ask noted for the next tool answer", h.edge.notePending)
+	h.eventually("the new ask noted for the next tool answer", func() bool { return h.edge.notePending(context.Background()) })
 	m, res := h.call("mailbox", map[string]any{"stream": "another"})
 	if strings.Contains(mustJSON(m), id) || !strings.Contains(notesOf(res), id) {
 		t.Errorf("mempalace_mailbox of another stream: %s, notes %q (want the ask unlisted, and noted)", mustJSON(m), notesOf(res))

@@ -185,13 +185,15 @@ func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
 	err = f.fenced(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=(maybe_applied OR state='inflight'), state='dead', error_json=?, token_device=? WHERE local_seq=? AND state IN ('queued','inflight')`,
 			string(ej), as, op.LocalSeq)
-		return err
+		if err != nil {
+			return err
+		}
+		return addNews(ctx, tx) // its agent is told (DeadOps)
 	})
 	if err != nil {
 		f.Log.Error("outbox: an op queued as another device not recorded as held; it is not sent", "op", op.Short(), "err", err)
 		return
 	}
 	f.Log.Error("outbox op held: queued as another device than the gateway names this token; `devbox-config edge status` says whose it is: one queued before this outbox was copied is the original machine's to send (`devbox-config edge outbox drop`; `retry --force` if the original is gone for good and never sent it), one this machine wrote is sent as "+dev+" by `retry`", "op", op.Short(), "tool", op.Tool, "queued_as", as, "token_is", dev)
-	f.S.notices.Add(1)
 	f.S.notify(op.ID)
 }

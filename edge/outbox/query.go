@@ -1160,7 +1160,7 @@ const warnedOps = `op_id IN (SELECT substr(key, length('` + warnedNotes + `')+1)
 // (LeftOut) and the kg_invalidates done with their fact closed already
 // (Closed), oldest first, reading only their own indexes and rows (the
 // payload's room and drawer id, the error's message), so the edge asks at
-// every tool answer.
+// any tool answer whose News changed.
 func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
 	const cols = `op_id, tool_name, wing,
 		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.room') END, '') AS TEXT),
@@ -1202,11 +1202,32 @@ func (s *Store) Closed(ctx context.Context, limit int) ([]Op, error) {
 	return ops, nil
 }
 
-// Notices counts the ops this process's flusher made dead, or settled
-// done with a checkpoint's items left out, since the store opened: a
-// cheap "is there news?" before DeadOps (another process's flusher's are
-// seen by DeadOps alone).
-func (s *Store) Notices() int64 { return s.notices.Load() }
+// metaNews is the meta key counting the ops any process's flusher made
+// dead, or settled done with a note for the agent (DeadOps), bumped in
+// the transaction that settles each (addNews).
+const metaNews = "news"
+
+// addNews counts one more op DeadOps lists, in tx.
+func addNews(ctx context.Context, tx querier) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, '1') ON CONFLICT(key) DO UPDATE SET value=CAST(value AS INTEGER)+1`, metaNews)
+	return err
+}
+
+// News counts the ops any process's flusher (this edge's, `edge flush`,
+// another session's edge) made dead, or settled done with a note for the
+// agent: a cheap "is there news?" (one row read by its key) before
+// DeadOps, which reads their indexes.
+func (s *Store) News(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT CAST(value AS INTEGER) FROM meta WHERE key=?`, metaNews).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("outbox: read its news: %w", err)
+	}
+	return n, nil
+}
 
 // Wait blocks until the op reached the primary (done), died or went in
 // doubt, an attempt to send it failed (it is queued with the error: the

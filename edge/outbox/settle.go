@@ -100,6 +100,11 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		if !recorded { // an operator settled it meanwhile: theirs stands
 			return noteNotLanded(ctx, tx, op, kind, msg)
 		}
+		if state == Dead {
+			if err := addNews(ctx, tx); err != nil { // its agent is told (DeadOps)
+				return err
+			}
+		}
 		if state == Dead && asWritten {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq); err != nil {
 				return err
@@ -118,9 +123,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		f.operatorFirst(ctx, op, "its attempt's outcome ("+kind.String()+") not recorded, nothing sent again")
 	default:
 		say()
-		if state == Dead {
-			f.S.notices.Add(1)
-		} else if cancelled {
+		if cancelled {
 			f.Log.Info("outbox op not sent, and deleted on this device while it was in flight: never sent", "op", op.Short(), "tool", op.Tool)
 		}
 	}
@@ -274,8 +277,10 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 				}
 			}
 			var err error
-			recorded, err = settleSent(ctx, tx, op, now, string(result), note)
-			return err
+			if recorded, err = settleSent(ctx, tx, op, now, string(result), note); err != nil || !recorded || note == "" || kind != "" {
+				return err
+			}
+			return addNews(ctx, tx) // its agent is told (DeadOps)
 		})
 	}
 	switch {
@@ -283,8 +288,6 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
 	case !recorded:
 		f.operatorFirst(ctx, op, "its answer (it reached the primary) noted on it, nothing sent again")
-	case note != "" && kind == "":
-		f.S.notices.Add(1) // its agent is told (DeadOps)
 	}
 	f.S.notify(op.ID)
 }

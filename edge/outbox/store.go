@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/filewrite"
@@ -40,7 +39,6 @@ type Store struct {
 	closed  bool
 	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
 	bell    string         // this Store's flusher's doorbell ("": none; ring skips it)
-	notices atomic.Int64   // ops this process's flusher settled for the agent to hear of (Notices)
 }
 
 // The schema. An op's causal keys are in op_keys only while the op is not
