@@ -7,6 +7,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/confpos"
+	"github.com/joakimp/devbox-config/invisible"
 )
 
 // addresseeWarning adds a "warning" to a coordination write's successful
@@ -44,20 +45,46 @@ func addresseeWarning(cfg *Config, args map[string]any, resp []byte) []byte {
 	}
 	const unread = "so no device's mailbox lists this event and only the sender's device and coordinators see it; it was written all the same"
 	w := fmt.Sprintf("devbox-config gateway: to_agent %+q is no agent of any device, %s (a device given that agent later sees it)", to, unread)
-	was, removed := cfg.RemovedAgents[to]
+	seen := withoutInvisible(to)
+	name, was := cfg.RemovedAgent(seen)
+	removed := name != ""
 	if removed {
-		given := "to a device with --take-removed-agents"
-		if cfg.Device(was) != nil { // the device that dropped it takes it back without
-			given = "back to device " + was + ", or to another with --take-removed-agents"
-		}
-		w = fmt.Sprintf("devbox-config gateway: to_agent %+q was an agent of %s (removed_agents) and is no agent of any device now, %s, and no device reads it unless an operator gives that agent %s", to, cfg.FormerHolder(was), unread, given)
+		w = removedAgentWarning(cfg, to, name, was, unread)
 	}
-	if meant := meantAgents(to, agents); len(meant) > 0 {
+	if meant := meantAgents(seen, agents); len(meant) > 0 {
 		w += fmt.Sprintf("; did you mean %s? Addresses match exactly, case included: send it again to that one", strings.Join(meant, " or "))
 	} else if !removed {
 		w += "; an agent is addressed as <harness>@<label>, exactly as its device names it"
 	}
 	return withMembers(resp, map[string]any{"warning": w})
+}
+
+// removedAgentWarning is the warning of to_agent to, which is, or is
+// (case, invisible characters or look-alikes aside: Config.RemovedAgent)
+// name, an agent device was had (removed_agents; attack107 F3).
+func removedAgentWarning(cfg *Config, to, name, was, unread string) string {
+	given := "to a device with --take-removed-agents"
+	if cfg.Device(was) != nil { // the device that dropped it takes it back without
+		given = "back to device " + was + ", or to another with --take-removed-agents"
+	}
+	is := fmt.Sprintf("%+q was", to)
+	if name != to {
+		is = fmt.Sprintf("%+q looks like %+q, which was", to, name)
+	}
+	return fmt.Sprintf("devbox-config gateway: to_agent %s an agent of %s (removed_agents) and is no agent of any device now, %s, and no device reads it unless an operator gives that agent %s", is, cfg.FormerHolder(was), unread, given)
+}
+
+// withoutInvisible is s without the characters invisible.Is reports (a
+// zero-width space, a BOM): "pi@lap\u200b" is compared as "pi@lap" for
+// the agent it likely meant (attack107 F3), though MemPalace files it as
+// sent, in a mailbox nobody reads.
+func withoutInvisible(s string) string {
+	return strings.Map(func(r rune) rune {
+		if invisible.Is(r) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // meantAgents are the agents (quoted) a to_agent that names none most

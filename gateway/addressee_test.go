@@ -29,6 +29,14 @@ func TestAddresseeWarning(t *testing.T) {
 		{"claude@alice\x1f\u3000", ""},
 		{" * ", ""},
 		{" claude@alise ", `to_agent "claude@alise" is no agent of any device`},
+		// an invisible character is no edit a reader sees (attack107 F3):
+		// the ask is filed as sent, in a mailbox nobody reads, and the
+		// agent it differs from by nothing visible is suggested
+		{"claude@alice\u200b", `to_agent "claude@alice\u200b" is no agent of any device`},
+		{"claude@alice\u200b", `did you mean "claude@alice"?`},
+		{"\ufeffclaude@alice", `did you mean "claude@alice"?`},
+		{"claude@al\u200c\u200d\u2060ice", `did you mean "claude@alice"?`},
+		{"Claude@Alice\u200b\u200b\u200b", `did you mean "claude@alice"?`},
 		{"", ""},
 	} {
 		args := map[string]any{"type": "task.request", "stream": "devbox", "room": "general", "from_agent": "pi@bob", "correlation_id": "c-" + c.to, "status": "open", "body": "an ask"}
@@ -64,6 +72,11 @@ func TestAddresseeWarningRemovedAgent(t *testing.T) {
 	for to, want := range map[string]string{
 		"codex@temp": `to_agent "codex@temp" was an agent of removed device temp (removed_agents) and is no agent of any device now, so no device's mailbox lists this event`,
 		"claude@old": `to_agent "claude@old" was an agent of device alice, which dropped it (removed_agents)`,
+		// in another case, or with an invisible character, it is still
+		// the removed one's name, not one a device may be given later
+		// (attack107 F3)
+		"Codex@Temp":       `to_agent "Codex@Temp" looks like "codex@temp", which was an agent of removed device temp (removed_agents)`,
+		"codex@temp\u200b": `to_agent "codex@temp\u200b" looks like "codex@temp", which was an agent of removed device temp (removed_agents)`,
 	} {
 		args := map[string]any{"type": "task.request", "stream": "devbox", "room": "general", "from_agent": "pi@bob", "to_agent": to, "status": "open", "body": "an ask"}
 		res, e, _ := g.call(g.tokens["bob"], "event_append", args)
