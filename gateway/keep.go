@@ -326,6 +326,9 @@ func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[stri
 		now, sent := str(p["content"]), str(content)
 		req.held = sameText(now, sent)                // a touch: the text stays its writer's, or, respelt, no one's
 		req.respelt = req.held && now != sent && !own // its own words respelt stay its writer's
+		if req.held && now != sent && own {
+			req.respeltOwn = &st
+		}
 		req.stale = s.staleBase(req, p, d)
 	}
 	return true

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -147,6 +148,35 @@ func TestAStaleDeleteIsAConflict(t *testing.T) {
 	}
 	if m := del(origin.Base("NOT obsolete: a new runbook step"), 'b'); m["error"] != nil || primaryText(g, id) != "" {
 		t.Errorf("a delete of the primary's text: %v, the drawer still %q", m, primaryText(g, id))
+	}
+}
+
+// A delete refused because the drawer's writer respelt it since (its own
+// words, a trailing space: the drawer stays its) names the time of the
+// respelling, not of the add, which came before the delete was made
+// (attack107 F5: "last written by device lap-0002 at" the add's time).
+func TestAStaleDeleteAfterARespellingNamesItsTime(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	admin, desk := g.tokens["admin-0001"], g.tokens["desk-9b21"]
+	a, _, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "f5", "content": "whitespace test drawer 5"})
+	id := str(a["drawer_id"])
+	g.advance(8 * time.Second) // admin's delete is made now, of the text it read
+	g.advance(5 * time.Second)
+	if _, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": "whitespace test drawer 5 "}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_delete_drawer", "arguments": map[string]any{"drawer_id": id}, "_meta": map[string]any{ledger.MetaKey: opOf('a'), origin.BaseKey: origin.Base("whitespace test drawer 5")}}})
+	_, m := g.post(admin, string(b))
+	e, _ := m["error"].(map[string]any)
+	if want := "(last written by device desk-9b21 at 2026-11-30T12:00:13Z)"; e == nil || !strings.Contains(str(e["message"]), want) {
+		t.Errorf("admin's delete of desk's drawer desk respelt since: %v, want it refused saying %s", m, want)
+	}
+	got, _, _ := g.call(admin, "get_drawer", map[string]any{"drawer_id": id})
+	if o := originOf(t, got); o == nil || o["device"] != "desk-9b21" || !strings.HasPrefix(str(o["at"]), "2026-11-30T12:00:13") {
+		t.Errorf("desk's drawer after its respelling: origin %v, want desk-9b21's at the respelling", o)
 	}
 }
 

@@ -76,6 +76,11 @@ type rpcRequest struct {
 	// whitespace or Unicode form (sameText, not the same bytes): neither
 	// writer's alone, so its stamp goes (of unknown origin).
 	respelt bool
+	// respeltOwn: an update_drawer that respells its device's own drawer
+	// (sameText): the drawer's stamp, which stays its writer's and moves
+	// to the respelling's time, the text's (attack107 F5: a delete
+	// refused as changed since named a time before it was made).
+	respeltOwn *provenance.Stamp
 	// moved: an update_drawer that moves a drawer not this device's to
 	// another room or wing (its place is then the mover's text): the
 	// drawer's stamp once the move is made, naming the mover as via (the

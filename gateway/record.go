@@ -58,7 +58,7 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // say (settled, or lost: sendWrite), stamped whatever the answer.
 func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, req *rpcRequest, resp []byte) {
 	res := resultOf(resp)
-	if (res == nil || !written(http.StatusOK, resp)) && len(req.filed) == 0 || marked(resp, heldKey) && req.moved == nil {
+	if (res == nil || !written(http.StatusOK, resp)) && len(req.filed) == 0 || marked(resp, heldKey) && req.moved == nil && req.respeltOwn == nil {
 		return // nothing made (refused: success false, an error), or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
@@ -245,8 +245,9 @@ func addedByAgent(args map[string]any) string {
 
 // updateEntries is an update_drawer's stamp: words (the updater's) for a
 // rewrite, via the device that placed the drawer where it stays, if
-// another; the writer's via the mover for another device's move; none
-// (the stamp stays) for a touch or the writer's own move. A diary entry's
+// another; the writer's via the mover for another device's move; the
+// writer's, at words.At, for its respelling of its own; none (the stamp
+// stays) for a touch or the writer's own move. A diary entry's
 // stamp names its agent, and goes on its text's keys in diary_read too
 // (attack99 F3: diary_read named no writer of an edited entry).
 func updateEntries(req *rpcRequest, words provenance.Stamp) []provenance.Entry {
@@ -257,6 +258,9 @@ func updateEntries(req *rpcRequest, words provenance.Stamp) []provenance.Entry {
 		st = words // the updater's words, where they were placed
 	case req.moved != nil && req.moved.Device != "" && !req.respelt:
 		st = *req.moved // its writer's words in the mover's place
+	case req.respeltOwn != nil:
+		st = *req.respeltOwn // its writer's words, in the spelling it sent now
+		st.At = words.At
 	default:
 		return nil // moved by its writer, or touched: its stamp, or none, stays (a respelling's, or another device's move of one of unknown origin: none)
 	}
