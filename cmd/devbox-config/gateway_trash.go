@@ -108,6 +108,11 @@ func openTrash(g *gatewayConfig, stderr io.Writer) (*trash.Store, bool, error) {
 	return st, true, nil
 }
 
+// aheadSlack is how far ahead of this host's clock `trash list` lets a
+// delete's date be before it marks it: clocks of one host's processes
+// differ by less, a clock that ran ahead (then corrected) by more.
+const aheadSlack = 5 * time.Minute
+
 func listTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
 	st, ok, err := openTrash(g, stderr)
 	if err != nil || !ok {
@@ -122,11 +127,14 @@ func listTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
 		return failed(err)
 	}
 	fmt.Fprintf(stdout, "%s: %d delete(s), each kept %d days\n", st.Path(), len(ds), int(st.Retention().Hours()/24))
-	expired := time.Now().Add(-st.Retention())
+	now := time.Now()
 	for _, d := range ds {
 		fmt.Fprint(stdout, d.Summary())
-		if d.Time.Before(expired) {
+		switch {
+		case d.Time.Before(now.Add(-st.Retention())):
 			fmt.Fprint(stdout, "  (past the retention: the next prune, gateway start or delete removes it)")
+		case d.Time.After(now.Add(aheadSlack)): // a host clock that ran ahead when it was made (attack108 F3)
+			fmt.Fprintf(stdout, "  (dated ahead of this host's clock: kept until %s; `trash purge %d` removes its content now)", d.Time.Add(st.Retention()).UTC().Format(time.RFC3339), d.ID)
 		}
 		fmt.Fprintln(stdout)
 		for _, dr := range d.Drawers {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,35 @@ func TestGatewayTrashPruneCountsWhatListStillShowed(t *testing.T) {
 	srv.Close()
 	if out, _ := run(0, "trash", "list"); strings.Contains(out, "drawer_shared_notes_2") {
 		t.Errorf("trash list after the gateway's start:\n%s", out)
+	}
+}
+
+// A delete dated ahead of this host's clock (a clock that ran ahead when
+// it was made, then corrected) outlives the retention by that much:
+// `trash list` says so, and until when it is kept (attack108 F3). Before,
+// it was listed as any other. One a second ahead is not marked.
+func TestGatewayTrashListMarksADeleteDatedAhead(t *testing.T) {
+	cfg := emptyGatewayConfig(t)
+	run := gatewayCLI(t, cfg)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := trash.Open(c.TrashPath(), c.TrashRetention(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(400 * 24 * time.Hour).Truncate(time.Second)
+	for i, ahead := range []time.Time{at, time.Now().Add(time.Second)} {
+		st.Now = func() time.Time { return ahead }
+		if _, err := st.Keep(context.Background(), trash.Delete{Device: "ops-0001", Label: "ops", Tool: "delete_drawer", Drawers: []trash.Drawer{{ID: fmt.Sprint("drawer_shared_notes_", i), Wing: "shared", Room: "notes", Content: "a note"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	out, _ := run(0, "trash", "list")
+	want := "(dated ahead of this host's clock: kept until " + at.Add(30*24*time.Hour).UTC().Format(time.RFC3339) + "; `trash purge 1` removes its content now)"
+	if !strings.Contains(out, want) || strings.Count(out, "dated ahead") != 1 {
+		t.Errorf("trash list of a delete dated 400 days ahead and one a second ahead:\n%s\nwant the first, only, marked %s", out, want)
 	}
 }
