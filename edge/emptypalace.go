@@ -20,6 +20,12 @@ const noDrawersYet = "no drawers yet"
 // a broken palace's, so they stay errors.)
 const chromaMissing = "Chroma database missing"
 
+// primaryNoDrawers is what a merged answer's edge.primary says of a
+// primary that answered chromaMissing: new to the fleet, most likely, but
+// its words stay, as a primary whose database file went missing answers
+// the same (review33 R3).
+const primaryNoDrawers = "no drawers yet (the primary answers \"Chroma database missing\": no drawer filed there yet, or its database file is gone)"
+
 // unopened reports MemPalace's (3.11) error for a drawer read of a palace
 // it cannot open the drawers of: one new (no drawer filed yet, after a
 // search there) or broken; its advice (init and mine, or repair) is not

@@ -446,7 +446,7 @@ func TestAFreshPrimaryIsEmptyNotDegraded(t *testing.T) {
 	}{{"mempalace_list_drawers", map[string]any{}}, {"mempalace_diary_read", map[string]any{"agent_name": "me"}}, {"mempalace_check_duplicate", map[string]any{"content": "written here first"}}}
 	for _, r := range reads {
 		tool, m := r.tool, routed(t, e, r.tool, r.args)
-		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet || edgeOf(m)["local"] != "ok" {
+		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != primaryNoDrawers || edgeOf(m)["local"] != "ok" {
 			t.Errorf("%s, the primary fresh: %v", tool, m)
 		}
 	}
@@ -458,7 +458,7 @@ func TestAFreshPrimaryIsEmptyNotDegraded(t *testing.T) {
 	e.localServer, e.remote = emptyLocal{missing: true}, freshPrimary{inProcessPrimary: inProcessPrimary{primary}}
 	for _, r := range reads {
 		tool, m := r.tool, routed(t, e, r.tool, r.args)
-		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet || edgeOf(m)["local"] != noDrawersYet {
+		if m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != primaryNoDrawers || edgeOf(m)["local"] != noDrawersYet {
 			t.Errorf("%s, both palaces fresh: %v", tool, m)
 		}
 	}

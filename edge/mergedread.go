@@ -273,7 +273,7 @@ func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any,
 	case b.lok:
 		degraded := true
 		if pwhy == chromaMissing { // a primary no device has filed a drawer on yet: nothing there to merge
-			pwhy, degraded = noDrawersYet, false
+			pwhy, degraded = primaryNoDrawers, false
 		}
 		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": pwhy}, degraded), nil
 	case b.pok:
@@ -299,7 +299,7 @@ func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any,
 			return nil, rpcErr
 		}
 		if perr == nil && pwhy == chromaMissing { // a fleet new to memory: neither palace holds a drawer
-			return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": noDrawersYet}, false), nil
+			return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": primaryNoDrawers}, false), nil
 		}
 		if perr == nil && b.primary.res != nil && !unopened(pwhy) {
 			return b.primary.res, nil

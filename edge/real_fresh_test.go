@@ -182,7 +182,7 @@ func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 	}
 	for _, c := range reads {
 		m, res := r.harness.call(c.tool, c.args)
-		if l, ok := m[c.list].([]any); !ok || len(l) != 0 || res.IsError || m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != noDrawersYet {
+		if l, ok := m[c.list].([]any); !ok || len(l) != 0 || res.IsError || m["error"] != nil || m["degraded"] != nil || edgeOf(m)["primary"] != primaryNoDrawers {
 			t.Errorf("%s on a fresh fleet: %v", c.tool, m)
 		}
 	}
