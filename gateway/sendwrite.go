@@ -79,6 +79,12 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		status, resp = s.settledWrite(ctx, t, req.Args, body)
 	}
 	putBack(status, resp)
+	return status, s.afterSend(ctx, t, req, status, resp)
+}
+
+// afterSend is a write's answer resp once sent (or held): an end's stamps
+// retired, an invalidate's already_closed, a held write's note and mark.
+func (s *Server) afterSend(ctx context.Context, t catalogue.Tool, req *rpcRequest, status int, resp []byte) []byte {
 	switch t.Name {
 	case "kg_invalidate":
 		resp = closedAlready(req.Args, req.facts, status, resp)
@@ -93,7 +99,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	if req.held {
 		resp = markMeta(withMembers(resp, req.heldNote), heldKey)
 	}
-	return status, resp
+	return resp
 }
 
 // unsentStale is the status sendWrite answers an update_drawer or

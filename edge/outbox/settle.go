@@ -101,14 +101,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 			return noteNotLanded(ctx, tx, op, kind, msg)
 		}
 		if state == Dead {
-			if err := addNews(ctx, tx); err != nil { // its agent is told (DeadOps)
-				return err
-			}
-		}
-		if state == Dead && asWritten {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq); err != nil {
-				return err
-			}
+			return diedIn(ctx, tx, op, asWritten)
 		}
 		if state != Queued {
 			return nil
@@ -129,6 +122,20 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// diedIn records in tx what an op's death brings: its agent is told
+// (news, read by DeadOps), and one dead as written (asWritten) lets go of
+// its keys.
+func diedIn(ctx context.Context, tx *sql.Tx, op Op, asWritten bool) error {
+	if err := addNews(ctx, tx); err != nil {
+		return err
+	}
+	if !asWritten {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq)
+	return err
 }
 
 // timeoutsOf is how many of op's sends ran out of their bound, this one
