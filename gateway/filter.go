@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -175,7 +176,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		return s.kgStatsOrigins(d, id, resp)
 	}
 	cut, ann := needsFilter(d, t), s.annotatorFor(d, t)
-	if !cut && ann == nil {
+	if !cut && ann == nil && (d.Admin || !mayBeUnopened(resp)) {
 		return resp, nil
 	}
 	m, kind, err := answerText(resp)
@@ -195,8 +196,11 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		return nil, errUnknownShape
 	}
 	ms := membersOf(m)
-	if cut && unopenedPalace(ms) {
-		return s.unopenedAnswer(d, kind, id, m.Raw)
+	if (cut || !d.Admin) && unopenedPalace(ms) {
+		return s.unopenedAnswer(d, kind, id, m.Raw) // its paths cut, whatever the tool (attack109 F2)
+	}
+	if !cut && ann == nil {
+		return resp, nil // named an unopened palace's words, and was no such answer
 	}
 	if _, cli := memberOf(ms, "cli_output"); cli && d.Trusts != nil {
 		return nil, errCLIUntrusted
@@ -246,6 +250,15 @@ func unopenedPalace(ms []member) bool {
 		return true
 	}
 	return false
+}
+
+// mayBeUnopened reports an answer that may be MemPalace's unopenedPalace
+// one, by its words: a device that is not admin gets such an answer's
+// paths cut from every tool, the ones the filter passes whole too
+// (list_rooms, graph_stats, find_tunnels for a device that reads every
+// wing), at the cost of a scan of the answer's bytes.
+func mayBeUnopened(resp []byte) bool {
+	return bytes.Contains(resp, []byte("Chroma database missing")) || bytes.Contains(resp, []byte("Backend open failed")) || bytes.Contains(resp, []byte("No palace found"))
 }
 
 // unopenedAnswer is MemPalace's unopenedPalace answer text for a device

@@ -185,3 +185,47 @@ func TestRealFreshPrimaryReadsAreMemPalacesOwnError(t *testing.T) {
 		t.Fatalf("only %d reads answered MemPalace's error: the primary was not fresh", unopened)
 	}
 }
+
+// The same for a device that reads every wing but is not admin, whose
+// answers the filter passes whole for some tools (list_rooms, graph_stats,
+// find_tunnels): none names the primary's palace path, before a search or
+// after (attack109 F2).
+func TestRealFreshPrimaryNamesNoPathToADeviceReadingEveryWing(t *testing.T) {
+	p := realpalace.New(t)
+	srv := p.Serve(t, upstreamToken)
+	u := &upstream{name: "mempalace " + realpalace.Version, url: srv.URL}
+	g := newGWAt(t, []Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@desk"}, ReadRate: 1e9, WriteRate: 1e9}}, u)
+	tools, err := srv.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded := map[string]any{"wing": "shared", "room": "notes", "query": "release", "drawer_id": "drawer_shared_notes_1", "drawer_ids": []any{"drawer_shared_notes_1"},
+		"content": "release", "agent_name": "opencode"}
+	for _, round := range []string{"before a search", "after a search"} {
+		unopened := 0
+		for _, tl := range tools {
+			rec, _ := catalogue.Lookup(tl.Name)
+			if !rec.Reads || rec.Name == "event_wait" {
+				continue
+			}
+			props, _ := tl.InputSchema["properties"].(map[string]any)
+			required, _ := tl.InputSchema["required"].([]any)
+			args := map[string]any{}
+			for _, r := range required {
+				args[r.(string)] = argValue(r.(string), props[r.(string)].(map[string]any), seeded)
+			}
+			m, rpcErr, _ := g.call(g.tokens["desk-9b21"], rec.Name, args)
+			all := fmt.Sprint(m, rpcErr)
+			if strings.Contains(all, "chroma.sqlite3") || strings.Contains(all, p.Dir) {
+				t.Errorf("%s: %s names the primary's palace: %s", round, rec.Name, all)
+			}
+			if e, _ := m["error"].(string); e == "Chroma database missing" || e == "Backend open failed" {
+				unopened++
+			}
+		}
+		if unopened < 3 && round == "before a search" {
+			t.Fatalf("%s: only %d reads answered MemPalace's error: the primary was not fresh", round, unopened)
+		}
+		g.call(g.tokens["desk-9b21"], "search", map[string]any{"query": "release"})
+	}
+}
