@@ -100,8 +100,8 @@ func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) strin
 // supersedeHeld decides a kg_supersede whose old fact the primary holds
 // closed, none of it open (facts: the subject's, read before it by
 // endsOthersFact), while another value of its subject and predicate is
-// current, neither its old object nor its new one, from the instant the
-// old fact ended: the second of two devices superseding one fact
+// current, neither its old object nor its new one, that replaced it
+// (replacedBy): the second of two devices superseding one fact
 // (attack105 F2). MemPalace would close
 // nothing and open the new value beside the current one, so every reader
 // saw two current values and no writer was told. Such a supersede is not
@@ -112,8 +112,8 @@ func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) strin
 // current already, a resend or two devices choosing one value).
 func (s *Server) supersedeHeld(d *Device, args map[string]any, facts []any) map[string]any {
 	subj, pred, old, nw := str(args["subject"]), str(args["predicate"]), str(args["old_object"]), str(args["new_object"])
-	ends := map[string]bool{} // the old fact's ends
-	var opens []map[string]any
+	ended, reached := "", map[string]bool{} // the old fact's last end; the instants its replacements start at
+	var values []map[string]any             // the subject and predicate's other values
 	for _, x := range facts {
 		f, _ := x.(map[string]any)
 		open := str(f["valid_to"]) == ""
@@ -121,26 +121,46 @@ func (s *Server) supersedeHeld(d *Device, args map[string]any, facts []any) map[
 		case sameTriple(f, subj, pred, old) && open, sameTriple(f, subj, pred, nw) && open:
 			return nil
 		case sameTriple(f, subj, pred, old):
-			ends[provenance.Temporal(str(f["valid_to"]))] = true
-		case open && sameTriple(f, subj, pred, str(f["object"])):
-			opens = append(opens, f)
+			ended = max(ended, str(f["valid_to"]))
+			reached[provenance.Temporal(str(f["valid_to"]))] = true
+		case sameTriple(f, subj, pred, str(f["object"])):
+			values = append(values, f)
 		}
 	}
-	// The value that replaced the old one starts where it ended, as a
-	// supersede leaves them (one instant); a value current beside it all
-	// along (a predicate of several values) is not a replacement, and the
-	// supersede is sent (review33 R1).
-	i := slices.IndexFunc(opens, func(f map[string]any) bool { return ends[provenance.Temporal(str(f["valid_from"]))] })
-	if i < 0 {
+	other := replacedBy(values, reached)
+	if other == nil {
 		return nil
 	}
-	other := opens[i]
 	cur, kept := str(other["object"]), str(other["valid_from"])
-	ended := kept // the old fact's end, the replacement's start
 	st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, cur, kept, ""))
 	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "already_closed": ended, "note": fmt.Sprintf(
 		"devbox-config gateway: the primary held %q closed already (ended %s) and %q current, %s, before this supersede arrived (another device's supersede reached it first, or an earlier one of this device's): nothing was filed, so %q was not made current (MemPalace would have opened it beside %q: two current values); to make it the value: supersede %q with it (ending another device's fact is for an admin device), or kg_add it if both are meant to be current",
 		old, ended, cur, whoseSince(d, kept, st, stamped), nw, cur, cur)}
+}
+
+// replacedBy is the current value the old fact's replacements lead to:
+// a value that starts at an instant reached (an end of the old fact, at
+// first) replaced it, as a supersede leaves them (one instant); a closed
+// one's end is reached in turn (alice -> bob -> dave: attack109 F3). A
+// value current beside the old one all along (a predicate of several
+// values) replaced nothing (review33 R1). nil: none current.
+func replacedBy(values []map[string]any, reached map[string]bool) map[string]any {
+	for grew := true; grew; {
+		grew = false
+		for _, f := range values {
+			if !reached[provenance.Temporal(str(f["valid_from"]))] {
+				continue
+			}
+			end := provenance.Temporal(str(f["valid_to"]))
+			if end == "" {
+				return f
+			}
+			if !reached[end] {
+				reached[end], grew = true, true
+			}
+		}
+	}
+	return nil
 }
 
 // sameTriple: the fact f, as kg_query lists it, is subject, predicate

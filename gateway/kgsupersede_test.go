@@ -85,6 +85,19 @@ func secondSupersedes(t *testing.T, u *upstream) {
 		t.Errorf("svc_b's current facts: %v, want owner dave", cur)
 	}
 
+	// A late supersede of a fact superseded twice since (alice -> bob ->
+	// dave) is held too, naming the value its replacements lead to
+	// (attack109 F3: carol was filed beside dave).
+	g.mustKG("laptop", "kg_add", map[string]any{"subject": "svc_d", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"})
+	g.mustKG("laptop", "kg_supersede", owner("svc_d", "alice", "bob", "2026-06-01"))
+	g.mustKG("laptop", "kg_supersede", owner("svc_d", "bob", "dave", "2026-07-01"))
+	if res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_supersede", owner("svc_d", "alice", "carol", "2026-06-15")); rpc != nil || res["held_by"] != "laptop" || !strings.Contains(str(res["note"]), `"dave" current`) {
+		t.Errorf("a late supersede of a fact superseded twice since: %v %v; want it held, naming dave", res, rpc)
+	}
+	if cur := currentObjects(t, g, "laptop", "svc_d"); len(cur) != 1 || cur["owner"] != "dave" {
+		t.Errorf("svc_d's current facts: %v, want owner dave alone", cur)
+	}
+
 	// A value current beside the old one all along (a predicate of
 	// several values) did not replace it: a supersede of the old one,
 	// ended by an invalidate, files (review33 R1).
