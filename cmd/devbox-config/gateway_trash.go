@@ -134,7 +134,11 @@ func listTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
 		case d.Time.Before(now.Add(-st.Retention())):
 			fmt.Fprint(stdout, "  (past the retention: the next prune, gateway start or delete removes it)")
 		case d.Time.After(now.Add(aheadSlack)): // a host clock that ran ahead when it was made (attack108 F3)
-			fmt.Fprintf(stdout, "  (dated ahead of this host's clock: kept until %s; `trash purge %d` removes its content now)", d.Time.Add(st.Retention()).UTC().Format(time.RFC3339), d.ID)
+			fmt.Fprintf(stdout, "  (dated ahead of this host's clock: kept until %s", d.Time.Add(st.Retention()).UTC().Format(time.RFC3339))
+			if slices.ContainsFunc(d.Drawers, func(dr trash.Drawer) bool { return dr.PurgedAt == nil }) {
+				fmt.Fprintf(stdout, "; `trash purge %d` removes its content now", d.ID) // not offered once purged (attack109 F5)
+			}
+			fmt.Fprint(stdout, ")")
 		}
 		fmt.Fprintln(stdout)
 		for _, dr := range d.Drawers {

@@ -96,4 +96,11 @@ func TestGatewayTrashListMarksADeleteDatedAhead(t *testing.T) {
 	if !strings.Contains(out, want) || strings.Count(out, "dated ahead") != 1 {
 		t.Errorf("trash list of a delete dated 400 days ahead and one a second ahead:\n%s\nwant the first, only, marked %s", out, want)
 	}
+	// Purged, it is not offered for a purge again (attack109 F5).
+	run(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
+	run(0, "token", "issue", "ops-0001") // makes the secret a purge keys its digests with
+	run(0, "trash", "purge", "1")
+	if out, _ := run(0, "trash", "list"); !strings.Contains(out, "dated ahead") || strings.Contains(out, "`trash purge 1`") {
+		t.Errorf("trash list after the purge:\n%s", out)
+	}
 }
