@@ -189,6 +189,16 @@ func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 	if m, _ := r.harness.call("delete_by_source", map[string]any{"source_file": "notes.md"}); m["dry_run"] != true || m["match_count"] != 0.0 || m["error"] != nil {
 		t.Errorf("a delete_by_source dry run on a fresh fleet: %v", m)
 	}
+	overviews := func(when string) {
+		t.Helper()
+		for _, tool := range []string{"list_wings", "list_rooms", "get_taxonomy", "graph_stats", "find_tunnels"} {
+			m, _ := r.harness.call(tool, map[string]any{})
+			if all := fmt.Sprint(m); strings.Contains(all, "hint") || strings.Contains(all, "repair") || strings.Contains(all, "chroma.sqlite3") {
+				t.Errorf("%s on a fresh fleet %s: %v", tool, when, m)
+			}
+		}
+	}
+	overviews("before a search") // attack109 F1
 	for _, c := range append([]struct {
 		tool string
 		args map[string]any
@@ -199,4 +209,5 @@ func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 			t.Errorf("%s on a fresh fleet after a search: %v", c.tool, m)
 		}
 	}
+	overviews("after a search")
 }

@@ -207,16 +207,28 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		return own, nil
 	}
 	res, err := e.callPrimary(ctx, c, true)
-	if err == nil && !res.IsError {
+	unopenedHere := ""
+	if err == nil {
+		unopenedHere = gjson.Get(resultText(res), "error").String()
+	}
+	if !unopened(unopenedHere) {
+		unopenedHere = ""
+	}
+	if err == nil && !res.IsError && unopenedHere == "" {
 		if missing != "" {
 			return annotate(res, map[string]any{"source": "primary", "local": missing}, true), nil
 		}
 		return annotate(res, map[string]any{"source": "primary"}, false), nil
 	}
 	why := e.remote.State()
-	if err == nil {
+	switch rpcErr := peerError(err); {
+	case unopenedHere == chromaMissing:
+		why = primaryNoDrawers
+	case unopenedHere != "":
+		why = unopenedHere // its words, not its advice to repair (attack109 F1)
+	case err == nil:
 		why = "the primary answered an error: " + resultText(res)
-	} else if rpcErr := peerError(err); rpcErr != nil {
+	case rpcErr != nil:
 		why = "the primary answered an error: " + rpcErr.Message
 	}
 	mark := map[string]any{"source": "local", "primary": why}
@@ -238,13 +250,18 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 			mark["local"] = noDrawersYet // a devbox new to the fleet
 		}
 	}
+	if unopenedHere != "" && (lerr != nil || local == nil || local.IsError || gjson.Get(resultText(local), "error").Exists()) {
+		// Neither palace can open its drawers (a fleet new to memory):
+		// MemPalace's error, not its advice to repair or to init and mine.
+		return annotate(jsonResult(map[string]any{"error": unopenedHere}, false), mark, unopenedHere != chromaMissing), nil
+	}
 	if lerr != nil || local == nil || local.IsError {
 		if err == nil {
 			return res, nil // both failed: the primary's own answer
 		}
 		return local, lerr
 	}
-	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), mark, true), nil
+	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), mark, unopenedHere != chromaMissing), nil
 }
 
 // ownFacts answers a knowledge-graph read from the local palace while
