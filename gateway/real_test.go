@@ -76,14 +76,7 @@ func TestRealGatewayLetsEveryAdvertisedParameterThrough(t *testing.T) {
 			continue
 		}
 		props, _ := tl.InputSchema["properties"].(map[string]any)
-		required, _ := tl.InputSchema["required"].([]any)
-		base := map[string]any{}
-		for _, r := range required {
-			base[r.(string)] = argValue(r.(string), props[r.(string)].(map[string]any), seeded)
-		}
-		if rec.Name == "event_wait" {
-			base["timeout_ms"] = 10
-		}
+		base := legalArgs(tl, seeded)
 		names := append([]string{"", catalogue.WaitForPrevious}, slices.Sorted(func(yield func(string) bool) {
 			for p := range props {
 				if !yield(p) {
@@ -161,16 +154,7 @@ func TestRealFreshPrimaryReadsAreMemPalacesOwnError(t *testing.T) {
 		if !rec.Reads || rec.Filter == catalogue.NoFilter {
 			continue
 		}
-		props, _ := tl.InputSchema["properties"].(map[string]any)
-		required, _ := tl.InputSchema["required"].([]any)
-		args := map[string]any{}
-		for _, r := range required {
-			args[r.(string)] = argValue(r.(string), props[r.(string)].(map[string]any), seeded)
-		}
-		if rec.Name == "event_wait" {
-			args["timeout_ms"] = 10
-		}
-		m, rpcErr, _ := g.call(g.tokens["laptop-7f3a"], rec.Name, args)
+		m, rpcErr, _ := g.call(g.tokens["laptop-7f3a"], rec.Name, legalArgs(tl, seeded))
 		if msg := fmt.Sprint(rpcErr["message"]); strings.Contains(msg, "answer refused") {
 			t.Errorf("%s on a fresh primary: %s", rec.Name, msg)
 		}
@@ -208,13 +192,7 @@ func TestRealFreshPrimaryNamesNoPathToADeviceReadingEveryWing(t *testing.T) {
 			if !rec.Reads || rec.Name == "event_wait" {
 				continue
 			}
-			props, _ := tl.InputSchema["properties"].(map[string]any)
-			required, _ := tl.InputSchema["required"].([]any)
-			args := map[string]any{}
-			for _, r := range required {
-				args[r.(string)] = argValue(r.(string), props[r.(string)].(map[string]any), seeded)
-			}
-			m, rpcErr, _ := g.call(g.tokens["desk-9b21"], rec.Name, args)
+			m, rpcErr, _ := g.call(g.tokens["desk-9b21"], rec.Name, legalArgs(tl, seeded))
 			all := fmt.Sprint(m, rpcErr)
 			if strings.Contains(all, "chroma.sqlite3") || strings.Contains(all, p.Dir) {
 				t.Errorf("%s: %s names the primary's palace: %s", round, rec.Name, all)
@@ -228,4 +206,19 @@ func TestRealFreshPrimaryNamesNoPathToADeviceReadingEveryWing(t *testing.T) {
 		}
 		g.call(g.tokens["desk-9b21"], "search", map[string]any{"query": "release"})
 	}
+}
+
+// legalArgs are arguments 3.11.0's schema for tl takes: its required
+// parameters, each a legal value (argValue), event_wait's wait short.
+func legalArgs(tl realpalace.Tool, seeded map[string]any) map[string]any {
+	props, _ := tl.InputSchema["properties"].(map[string]any)
+	required, _ := tl.InputSchema["required"].([]any)
+	args := map[string]any{}
+	for _, r := range required {
+		args[r.(string)] = argValue(r.(string), props[r.(string)].(map[string]any), seeded)
+	}
+	if tl.Name == "mempalace_event_wait" {
+		args["timeout_ms"] = 10
+	}
+	return args
 }
