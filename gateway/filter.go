@@ -176,8 +176,8 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		return s.kgStatsOrigins(d, id, resp)
 	}
 	cut, ann := needsFilter(d, t), s.annotatorFor(d, t)
-	if !cut && ann == nil && (d.Admin || !mayBeUnopened(resp)) {
-		return resp, nil
+	if !cut && ann == nil {
+		return s.unopenedOrAsItCame(d, id, resp), nil
 	}
 	m, kind, err := answerText(resp)
 	if err == nil && kind == answerToolError && !unopenedPalace(membersOf(m)) {
@@ -198,9 +198,6 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	ms := membersOf(m)
 	if (cut || !d.Admin) && unopenedPalace(ms) {
 		return s.unopenedAnswer(d, kind, id, m.Raw) // its paths cut, whatever the tool (attack109 F2)
-	}
-	if !cut && ann == nil {
-		return resp, nil // named an unopened palace's words, and was no such answer
 	}
 	if _, cli := memberOf(ms, "cli_output"); cli && d.Trusts != nil {
 		return nil, errCLIUntrusted
@@ -252,13 +249,24 @@ func unopenedPalace(ms []member) bool {
 	return false
 }
 
-// mayBeUnopened reports an answer that may be MemPalace's unopenedPalace
-// one, by its words: a device that is not admin gets such an answer's
-// paths cut from every tool, the ones the filter passes whole too
-// (list_rooms, graph_stats, find_tunnels for a device that reads every
-// wing), at the cost of a scan of the answer's bytes.
-func mayBeUnopened(resp []byte) bool {
-	return bytes.Contains(resp, []byte("Chroma database missing")) || bytes.Contains(resp, []byte("Backend open failed")) || bytes.Contains(resp, []byte("No palace found"))
+// unopenedOrAsItCame is an answer the filter passes whole to d: as it
+// came, unless it is MemPalace's unopenedPalace answer and d is not
+// admin: then its paths are cut (unopenedAnswer), whatever the tool
+// (attack109 F2: list_rooms, graph_stats, find_tunnels, traverse and
+// follow_tunnels named the palace to a device reading every wing). A scan
+// of the answer's bytes for the answer's words decides whether to read it.
+func (s *Server) unopenedOrAsItCame(d *Device, id json.RawMessage, resp []byte) []byte {
+	if d.Admin || !bytes.Contains(resp, []byte("Chroma database missing")) && !bytes.Contains(resp, []byte("Backend open failed")) && !bytes.Contains(resp, []byte("No palace found")) {
+		return resp
+	}
+	m, kind, err := answerText(resp)
+	if err != nil || kind == answerRPCError || !unopenedPalace(membersOf(m)) {
+		return resp
+	}
+	if out, err := s.unopenedAnswer(d, kind, id, m.Raw); err == nil {
+		return out
+	}
+	return resp // MemPalace's answer of an unopened palace that would not re-encode: passed as before
 }
 
 // unopenedAnswer is MemPalace's unopenedPalace answer text for a device
