@@ -79,10 +79,6 @@ func (in Info) ActsAs(agent string, diary bool) bool {
 	return false
 }
 
-// AuthorizeWrite decides a call of a catalogue.WriteWing tool as the
-// gateway does: ok with rule "write:<wings>", or the rule that refuses
-// it. wing is the first wing written, or the one refused. drawerWing is
-// the wing of the drawer a by-id call names ("" if not found).
 // ReadAskForLess is how a gateway's 502 for a read whose upstream answer
 // it would not hold (over its cap, or past the bytes it may hold in
 // flight) says what it leaves: an edge reads it, within the first 200
@@ -94,6 +90,10 @@ const ReadAskForLess = "a read applies nothing: ask for less"
 // matters is the device's agents, not its wings.
 const RuleNotAnAgent = "is not one of this device's agents"
 
+// AuthorizeWrite decides a call of a catalogue.WriteWing tool as the
+// gateway does: ok with rule "write:<wings>", or the rule that refuses
+// it. wing is the first wing written, or the one refused. drawerWing is
+// the wing of the drawer a by-id call names ("" if not found).
 func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing string) (ok bool, rule, wing string) {
 	str := func(k string) string { s, _ := args[k].(string); return s }
 	if rule := diaryAgentAt(str("agent_name")); rule != "" && t.Wings == catalogue.DiaryWing {
