@@ -102,9 +102,9 @@ func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) strin
 // endsOthersFact), while another value of its subject and predicate is
 // current, neither its old object nor its new one, that replaced it
 // (replacedBy): the second of two devices superseding one fact
-// (attack105 F2). MemPalace would close
-// nothing and open the new value beside the current one, so every reader
-// saw two current values and no writer was told. Such a supersede is not
+// (attack105 F2). MemPalace would close nothing and open the new value
+// beside the current one, so every reader saw two current values and no
+// writer was told. Such a supersede is not
 // sent: its answer (a success: the op is done) is held_by and
 // valid_from_kept, as a held kg_add's, already_closed (the old fact's end
 // kept) and a note. nil: it is sent as before (the old fact open; closed

@@ -1122,8 +1122,7 @@ const leftOutOps = `state='done' AND tool_name='mempalace_checkpoint' AND error_
 // closedNotes prefixes the meta key of each done kg_invalidate the gateway
 // answered already_closed (AlreadyClosed; the value: the end kept), and
 // of each done kg_add or kg_supersede it answered held_by (AlreadyCurrent;
-// "held"): the
-// agent is told of them as of a dead op, and scanning the done ops for
+// "held"): the agent is told of them as of a dead op, and scanning the done ops for
 // them would read every one (28 ms in 20,000), where the notes' keys are
 // an index of their own. Prune drops a note with its op.
 const closedNotes = "closed:"
