@@ -44,6 +44,8 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
+// realclients is where scripts/install-realclients installs: DEVBOX_REALCLIENTS, else
+// the project's cache directory.
 func realclients() string {
 	if dir := os.Getenv("DEVBOX_REALCLIENTS"); dir != "" {
 		return dir

@@ -21,8 +21,8 @@ import (
 
 // StayedLocal counts the writes the local palace took that an edge could
 // not put in the outbox (a full disk, a read-only mount, an outbox that
-// would not open): nothing sends them to the primary
-// and no op names them; `devbox-config join`, which compares the local
+// would not open): nothing sends them to the primary and no op names
+// them; `devbox-config join`, which compares the local
 // palace with the primary by content, does. They are kept in their own
 // small file beside the outbox (StayedLocalFile), which a full disk does
 // not stop, so `edge status`, doctor and each session start can say so;
