@@ -127,7 +127,7 @@ func listTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
 		return failed(err)
 	}
 	fmt.Fprintf(stdout, "%s: %d delete(s), each kept %d days\n", st.Path(), len(ds), int(st.Retention().Hours()/24))
-	now := time.Now()
+	now := st.Now() // the clock the trash prunes by
 	for _, d := range ds {
 		fmt.Fprint(stdout, d.Summary())
 		switch {
