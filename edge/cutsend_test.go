@@ -27,6 +27,9 @@ import (
 // the request after the look-up, and the entry was filed twice or more
 // (attack91 F1, reproduced against real MemPalace 3.11.0).
 func TestADiaryEntryCutOnASlowLinkIsFiledOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3 s on a slow link, then its drain: the integration tier")
+	}
 	t.Parallel()
 	primary, srv := startPrimary(t)
 	// 99 KB at 33 KB/s: 3 s on the link, past the first send's bound

@@ -115,6 +115,9 @@ func (w flipWriter) Write(b []byte) (int, error) {
 // tried"; the drawers, not sent without their look-up, are counted not
 // tried.
 func TestAPrimaryBackAfterHangingThroughTheLookUpsGetsTheRestSent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 10 s stall: the integration tier")
+	}
 	t.Parallel()
 	rep := hungThroughLookUps(t, nil)
 	refused := 0
@@ -141,6 +144,9 @@ func TestAPrimaryBackAfterHangingThroughTheLookUpsGetsTheRestSent(t *testing.T) 
 // that refusal and the grant that lets them through, not "not tried: the
 // primary was unreachable" (review30 F1).
 func TestDrawersRetriedWhileTheLookUpFoundThePrimaryHungAreReportedAsTheDrainFoundThem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 10 s stall: the integration tier")
+	}
 	t.Parallel()
 	rep := hungThroughLookUps(t, func(s *outbox.Store) {
 		ops, err := s.List(context.Background(), 100, outbox.Dead)
