@@ -215,8 +215,8 @@ func (e *Edge) locallyDeleted(ctx context.Context, c *call, d deletion, p *pendi
 	// unsent update stays queued, to be sent or refused on its own.
 	gone, _ := e.updatesGone(ctx, d.updated)
 	d.marks = append(d.marks, drawerMarks(gone)...)
-	kept := e.keepDeletion(ctx, c, d, n, p)
-	return annotate(deletedOnPrimary(c, d.held, res, kept, e.notSent(d, n)), kept, false)
+	kept, why := e.keepDeletion(ctx, c, d, n, p)
+	return annotate(deletedOnPrimary(c, d.held, res, kept, why), kept, false)
 }
 
 // deletedBefore is the answer to a delete_drawer of a drawer this device
@@ -239,7 +239,7 @@ func (e *Edge) deleteWithoutLocal(ctx context.Context, c *call, d deletion, p *p
 		e.takeBack(ctx, c, p)
 		return localDown(damaged)
 	}
-	kept := e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
+	kept, _ := e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 	kept["local"], kept["degraded"] = "refused: "+damaged.Error(), true
 	out := map[string]any{"success": true, "edge": kept}
 	if id, queued := kept["op_id"].(string); queued {
@@ -722,10 +722,12 @@ func getDrawer(id string) *call {
 
 // keepDeletion records the tombstones, cancels the unsent writes of what
 // went and, when the gateway allows it, queues the delete for the primary
-// (p's intent, when there is one); it says which (the answer's "edge").
-func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *pendingDeletion) map[string]any {
+// (p's intent, when there is one); it says which (the answer's "edge"),
+// and why not sent ("": it may be, on the drawers the primary may hold).
+func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *pendingDeletion) (map[string]any, string) {
 	ctx = context.WithoutCancel(ctx) // taken locally: it must reach the outbox
 	c, n = d.queued(c, n)
+	why := e.notSent(d, n)
 	var in *intent
 	if p != nil {
 		in = p.in
@@ -744,7 +746,7 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 	if err := e.outbox.AddTombstones(ctx, d.marks); err != nil {
 		e.log.Error("a delete's tombstone not kept: merged reads may show the primary's copy", "tool", c.name, "err", err)
 		e.abandon(ctx, c, in)
-		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}
+		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}, why
 	}
 	out := map[string]any{"tombstone": "hidden from this device's merged reads; writing the same content again shows that new write, not this one"}
 	cancelled, err := e.outbox.CancelDeleted(ctx, d.marks, d.entries)
@@ -755,10 +757,10 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 	if cancelled > 0 {
 		out["cancelled"] = fmt.Sprintf("%d add(s), update(s) or checkpoint(s) not yet sent: never sent to the primary with what was deleted", cancelled)
 	}
-	if why := e.notSent(d, n); why != "" {
+	if why != "" {
 		e.abandon(ctx, c, in)
 		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"
-		return out
+		return out, why
 	}
 	q := e.settle(ctx, c, d.wing, in, "", 0)
 	if id, ok := q["op_id"].(string); ok {
@@ -767,7 +769,7 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 		}
 	}
 	maps.Copy(out, q)
-	return out
+	return out, why
 }
 
 // notSent says why a delete stays local ("": it may be sent). RFC 001
