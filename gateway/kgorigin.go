@@ -51,6 +51,10 @@ func (s *Server) addingHeldFact(ctx context.Context, d *Device, req *rpcRequest)
 		}
 		return held
 	}
+	if req.heldNote = s.replacedHeld(d, args, facts); req.heldNote != nil {
+		req.replaced = true // not sent (sendWrite)
+		return true
+	}
 	return false
 }
 
@@ -101,7 +105,7 @@ func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) strin
 // closed, none of it open (facts: the subject's, read before it by
 // endsOthersFact), while another value of its subject and predicate is
 // current, neither its old object nor its new one, that replaced it
-// (replacedBy): the second of two devices superseding one fact
+// (replacement): the second of two devices superseding one fact
 // (attack105 F2). MemPalace would close nothing and open the new value
 // beside the current one, so every reader saw two current values and no
 // writer was told. Such a supersede is not
@@ -112,30 +116,84 @@ func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) strin
 // current already, a resend or two devices choosing one value).
 func (s *Server) supersedeHeld(d *Device, args map[string]any, facts []any) map[string]any {
 	subj, pred, old, nw := str(args["subject"]), str(args["predicate"]), str(args["old_object"]), str(args["new_object"])
-	ended, reached := "", map[string]bool{} // the old fact's last end; the instants its replacements start at
-	var values []map[string]any             // the subject and predicate's other values
-	for _, x := range facts {
-		f, _ := x.(map[string]any)
-		open := str(f["valid_to"]) == ""
-		switch {
-		case sameTriple(f, subj, pred, old) && open, sameTriple(f, subj, pred, nw) && open:
-			return nil
-		case sameTriple(f, subj, pred, old):
-			ended = max(ended, str(f["valid_to"]))
-			reached[provenance.Temporal(str(f["valid_to"]))] = true
-		case sameTriple(f, subj, pred, str(f["object"])):
-			values = append(values, f)
-		}
+	if isCurrent(facts, subj, pred, nw) {
+		return nil
 	}
-	other := replacedBy(values, reached)
-	if other == nil {
+	return s.replacedNote(d, facts, subj, pred, old, nw, "supersede", "")
+}
+
+// replacedHeld decides a kg_add of a current fact (no valid_to) whose
+// object the primary holds closed, replaced by another value that is
+// current (replacement): a device that filed the old value while another
+// device superseded it, each offline (attack112 F1: MemPalace filed it
+// again beside the replacement, and that device's own supersede of it
+// then went through too). Held as supersedeHeld's, unless the add starts
+// after the replacement did (its valid_from later: a value meant to be
+// current beside it). nil: it is sent.
+func (s *Server) replacedHeld(d *Device, args map[string]any, facts []any) map[string]any {
+	if str(args["valid_to"]) != "" {
+		return nil // a closed fact: never a second current value
+	}
+	return s.replacedNote(d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", instant(str(args["valid_from"])))
+}
+
+// replacedNote is the held answer of a write (verb) that would make nw
+// current while old, closed on the primary, has a current replacement
+// starting no earlier than from ("": any); nil when old has none.
+func (s *Server) replacedNote(d *Device, facts []any, subj, pred, old, nw, verb, from string) map[string]any {
+	other, ended := replacement(facts, subj, pred, old)
+	if other == nil || from > instant(str(other["valid_from"])) {
 		return nil
 	}
 	cur, kept := str(other["object"]), str(other["valid_from"])
 	st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, cur, kept, ""))
+	fix := "or kg_add it if both are meant to be current"
+	if verb == "add" {
+		fix = fmt.Sprintf("or, if both are meant to be current, kg_add it with a valid_from after %s", kept)
+	}
 	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "already_closed": ended, "note": fmt.Sprintf(
-		"devbox-config gateway: the primary held %q closed already (ended %s) and %q current, %s, before this supersede arrived (another device's supersede reached it first, or an earlier one of this device's): nothing was filed, so %q was not made current (MemPalace would have opened it beside %q: two current values); to make it the value: supersede %q with it (ending another device's fact is for an admin device), or kg_add it if both are meant to be current",
-		old, ended, cur, whoseSince(d, kept, st, stamped), nw, cur, cur)}
+		"devbox-config gateway: the primary held %q closed already (ended %s) and %q current, %s, before this %s arrived (another device's supersede reached it first, or an earlier one of this device's): nothing was filed, so %q was not made current (MemPalace would have opened it beside %q: two current values); to make it the value: supersede %q with it (ending another device's fact is for an admin device), %s",
+		old, ended, cur, whoseSince(d, kept, st, stamped), verb, nw, cur, cur, fix)}
+}
+
+// replacement is the current value of subject and predicate that replaced
+// old on the primary (facts: the subject's), and old's last end: nil when
+// old is current, or closed with no value replacing it (replacedBy).
+func replacement(facts []any, subj, pred, old string) (map[string]any, string) {
+	ended, reached := "", map[string]bool{} // old's last end; the instants its replacements start at
+	var values []map[string]any             // the subject and predicate's other values
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		switch {
+		case !sameTriple(f, subj, pred, str(f["object"])):
+		case !sameTriple(f, subj, pred, old):
+			values = append(values, f)
+		case str(f["valid_to"]) == "":
+			return nil, ""
+		default:
+			ended = max(ended, str(f["valid_to"]))
+			reached[provenance.Temporal(str(f["valid_to"]))] = true
+		}
+	}
+	return replacedBy(values, reached), ended
+}
+
+// isCurrent: facts hold subject, predicate and object open.
+func isCurrent(facts []any, subj, pred, obj string) bool {
+	return slices.ContainsFunc(facts, func(x any) bool {
+		f, _ := x.(map[string]any)
+		return str(f["valid_to"]) == "" && sameTriple(f, subj, pred, obj)
+	})
+}
+
+// instant is a KG date or datetime as MemPalace takes them (YYYY-MM-DD,
+// YYYY-MM-DDTHH:MM:SSZ) in the second's form, so two compare as text; a
+// date is its midnight, as MemPalace stores a supersede's.
+func instant(v string) string {
+	if v = provenance.Temporal(v); len(v) == len("2006-01-02") {
+		v += "T00:00:00Z"
+	}
+	return v
 }
 
 // replacedBy is the current value the old fact's replacements lead to:

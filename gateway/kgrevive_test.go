@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -11,8 +12,10 @@ import (
 // re-adder's: read by a device that trusts ops, the current fact names
 // the re-adder (or unknown, when its answer was lost), never ops, and
 // the retired one stays ops's (attack22 F8: it read as ops's current
-// word). The same after a supersede whose answer was lost (t3e), and
-// after a close made around the gateway.
+// word). The same after a supersede whose answer was lost (t3e; the
+// re-add starts after it: one starting before is held, its value replaced
+// by a current one, replacedHeld), and after a close made around the
+// gateway.
 func TestARetiredFactFiledAgainIsTheReAddersFact(t *testing.T) {
 	retiredFactFiledAgain(t, func(t *testing.T) string { return startFake(t).url })
 }
@@ -27,16 +30,17 @@ func retiredFactFiledAgain(t *testing.T, start func(t *testing.T) string) {
 		retire    func(g *gw, proxy *realpalace.Proxy)
 		lostReAdd bool
 		want      string // the current fact's origin
+		from      string // the re-add's valid_from ("": none)
 	}{
-		{"retired through the gateway", func(g *gw, _ *realpalace.Proxy) { g.mustKG("ops", "kg_invalidate", fact) }, false, "mal"},
-		{"retired through the gateway, the re-add's answer lost", func(g *gw, _ *realpalace.Proxy) { g.mustKG("ops", "kg_invalidate", fact) }, true, "unknown"},
+		{"retired through the gateway", func(g *gw, _ *realpalace.Proxy) { g.mustKG("ops", "kg_invalidate", fact) }, false, "mal", ""},
+		{"retired through the gateway, the re-add's answer lost", func(g *gw, _ *realpalace.Proxy) { g.mustKG("ops", "kg_invalidate", fact) }, true, "unknown", ""},
 		{"superseded, its answer lost, the re-add's too", func(g *gw, proxy *realpalace.Proxy) {
 			proxy.Drop("mempalace_kg_supersede")
 			g.call(g.tokens["ops"], "kg_supersede", map[string]any{"subject": s, "predicate": p, "old_object": o, "new_object": "ship on mondays"})
-		}, true, "unknown"},
+		}, true, "unknown", "2099-01-01"},
 		{"retired around the gateway", func(g *gw, _ *realpalace.Proxy) {
 			upCallHTTP(g, "mempalace_kg_invalidate", fact)
-		}, false, "mal"},
+		}, false, "mal", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,7 +57,11 @@ func retiredFactFiledAgain(t *testing.T, start func(t *testing.T) string) {
 			if c.lostReAdd {
 				proxy.Drop("mempalace_kg_add")
 			}
-			g.call(g.tokens["mal"], "kg_add", fact)
+			reAdd := maps.Clone(fact)
+			if c.from != "" {
+				reAdd["valid_from"] = c.from
+			}
+			g.call(g.tokens["mal"], "kg_add", reAdd)
 			if lost := proxy.Lost(); c.lostReAdd != slices.Contains(lost, "mempalace_kg_add") {
 				t.Fatalf("answers lost: %v", lost)
 			}

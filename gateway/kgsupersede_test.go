@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,4 +158,112 @@ func countFacts(t *testing.T, g *gw, subject, object string) int {
 		}
 	}
 	return n
+}
+
+// A device files a value while another supersedes it, each offline (the
+// laptop: erin, then erin -> frank; the desk: erin, then erin -> gina):
+// the desk's add reaches a primary where erin is closed and frank, which
+// replaced it, current. MemPalace would file erin again beside frank, and
+// the desk's supersede of erin would then go through: frank and gina both
+// current, no one told (attack112 F1). The add is held as a second
+// supersede is (held_by, the fix in its note), so the supersede after it
+// is held too and frank alone is current. An add that starts after the
+// replacement (a value meant to be current beside it), one of a value
+// ended with nothing replacing it, and a closed one file as before.
+func TestAnAddOfAValueAnotherDeviceReplacedIsHeld(t *testing.T) {
+	replacedAdds(t, startFake(t))
+}
+
+// TestRealAnAddOfAValueAnotherDeviceReplacedIsHeld: the same against real
+// MemPalace 3.11.0 serve, which files an add of a closed fact's triple
+// as a new current fact.
+func TestRealAnAddOfAValueAnotherDeviceReplacedIsHeld(t *testing.T) {
+	u, srv := startReal(t)
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "svc_z", "predicate": "lead", "object": "erin"})
+	srv.MustCall(t, "mempalace_kg_supersede", map[string]any{"subject": "svc_z", "predicate": "lead", "old_object": "erin", "new_object": "frank"})
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "svc_z", "predicate": "lead", "object": "erin"})
+	if got := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "svc_z", "direction": "outgoing"}); strings.Count(fmt.Sprint(got["facts"]), "current:true") != 2 {
+		t.Fatalf("MemPalace 3.11.0 sent the add leaves %v; the gateway's hold assumes two current values", got["facts"])
+	}
+	replacedAdds(t, u)
+}
+
+func replacedAdds(t *testing.T, u *upstream) {
+	g := newGWAt(t, []Device{
+		{ID: "laptop", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+		{ID: "desk", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+	}, u)
+	g.withLedger()
+	lead := func(subject, obj string, more ...string) map[string]any {
+		m := map[string]any{"subject": subject, "predicate": "lead", "object": obj}
+		for i := 0; i < len(more); i += 2 {
+			m[more[i]] = more[i+1]
+		}
+		return m
+	}
+	g.mustKG("laptop", "kg_add", lead("svc_e", "erin", "valid_from", "2026-01-01"))
+	g.mustKG("laptop", "kg_supersede", map[string]any{"subject": "svc_e", "predicate": "lead", "old_object": "erin", "new_object": "frank", "at": "2026-06-01"})
+	res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_e", "erin"))
+	note := str(res["note"])
+	if rpc != nil || res["success"] != true || res["held_by"] != "laptop" || res["already_closed"] != "2026-06-01T00:00:00Z" {
+		t.Errorf("the desk's add of erin, replaced by frank: %v %v; want success, held_by laptop, already_closed 2026-06-01T00:00:00Z", res, rpc)
+	}
+	for _, want := range []string{`"frank" current, device laptop's`, "before this add arrived", "nothing was filed", `supersede "frank" with it`, "kg_add it with a valid_from after 2026-06-01T00:00:00Z"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the held add's note lacks %q: %s", want, note)
+		}
+	}
+	if res, rpc, _ := g.call(g.tokens["desk"], "kg_supersede", map[string]any{"subject": "svc_e", "predicate": "lead", "old_object": "erin", "new_object": "gina", "at": "2026-06-02"}); rpc != nil || res["held_by"] != "laptop" {
+		t.Errorf("the desk's supersede of erin after its add: %v %v; want it held", res, rpc)
+	}
+	if cur := currentOf(t, g, "svc_e"); !slices.Equal(cur, []string{"frank"}) {
+		t.Errorf("svc_e's current leads: %v, want frank alone", cur)
+	}
+	// Dated on or before the replacement's start: held; after it: filed.
+	for _, from := range []string{"2026-05-01", "2026-06-01T00:00:00Z", "2026-06-01"} {
+		if res, _, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_e", "erin", "valid_from", from)); res["held_by"] != "laptop" {
+			t.Errorf("an add of erin from %s: %v, want it held", from, res)
+		}
+	}
+	if res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_e", "erin", "valid_from", "2026-06-01T00:00:01Z")); rpc != nil || res["held_by"] != nil || res["success"] != true {
+		t.Errorf("an add of erin starting after frank: %v %v; want it filed", res, rpc)
+	}
+	if cur := currentOf(t, g, "svc_e"); !slices.Equal(cur, []string{"erin", "frank"}) {
+		t.Errorf("svc_e's current leads after a later add: %v, want erin and frank", cur)
+	}
+	// Ended with nothing replacing it, or added closed: filed.
+	g.mustKG("laptop", "kg_add", lead("svc_f", "erin", "valid_from", "2026-01-01"))
+	g.mustKG("laptop", "kg_invalidate", map[string]any{"subject": "svc_f", "predicate": "lead", "object": "erin", "ended": "2026-06-01"})
+	if res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_f", "erin")); rpc != nil || res["held_by"] != nil {
+		t.Errorf("an add of a value ended with nothing replacing it: %v %v; want it filed", res, rpc)
+	}
+	if cur := currentOf(t, g, "svc_f"); !slices.Equal(cur, []string{"erin"}) {
+		t.Errorf("svc_f's current leads: %v, want erin", cur)
+	}
+	g.mustKG("laptop", "kg_add", lead("svc_g", "erin", "valid_from", "2026-01-01"))
+	g.mustKG("laptop", "kg_supersede", map[string]any{"subject": "svc_g", "predicate": "lead", "old_object": "erin", "new_object": "frank", "at": "2026-06-01"})
+	if res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_g", "erin", "valid_from", "2025-01-01", "valid_to", "2025-06-01")); rpc != nil || res["held_by"] != nil {
+		t.Errorf("a closed add of a replaced value: %v %v; want it filed", res, rpc)
+	}
+	if cur := currentOf(t, g, "svc_g"); !slices.Equal(cur, []string{"frank"}) {
+		t.Errorf("svc_g's current leads: %v, want frank", cur)
+	}
+}
+
+// currentOf is subject's current lead objects, sorted, as the primary's
+// own kg_query lists them.
+func currentOf(t *testing.T, g *gw, subject string) []string {
+	t.Helper()
+	res, rpc, _ := g.call(g.tokens["laptop"], "kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
+	if rpc != nil {
+		t.Fatalf("kg_query %s: %v", subject, rpc)
+	}
+	var out []string
+	for _, x := range res["facts"].([]any) {
+		if f := x.(map[string]any); f["valid_to"] == nil && f["predicate"] == "lead" {
+			out = append(out, str(f["object"]))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

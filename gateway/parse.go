@@ -72,6 +72,10 @@ type rpcRequest struct {
 	// dates, or a kg_supersede held by another current value: what its
 	// answer gains (heldNote, supersedeHeld; nil: nothing).
 	heldNote map[string]any
+	// replaced: held and not sent, a kg_supersede or kg_add that would
+	// open a value beside the current one that replaced its own
+	// (replacedNote): its answer is a success with heldNote's members.
+	replaced bool
 	// respelt: held, the update_drawer's text the drawer's words in other
 	// whitespace or Unicode form (sameText, not the same bytes): neither
 	// writer's alone, so its stamp goes (of unknown origin).

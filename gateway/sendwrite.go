@@ -44,7 +44,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		}
 		if t.Name == "kg_supersede" {
 			req.heldNote = s.supersedeHeld(d, req.Args, req.facts)
-			req.held = req.heldNote != nil // not sent: another value is current (supersedeHeld)
+			req.held, req.replaced = req.heldNote != nil, req.heldNote != nil // not sent: another value is current (supersedeHeld)
 		}
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, d, req)
@@ -71,7 +71,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	switch {
 	case req.held && t.Name == "update_drawer":
 		status, resp = s.upstreamCall(ctx, body)
-	case req.held && t.Name == "kg_supersede":
+	case req.replaced:
 		status, resp = settledAnswer(body, map[string]any{"success": true}) // its members: req.heldNote, below
 	case req.kept != nil:
 		status, resp = s.settledDelete(ctx, t, *req.kept, body)
@@ -90,7 +90,7 @@ func (s *Server) afterSend(ctx context.Context, t catalogue.Tool, req *rpcReques
 		resp = closedAlready(req.Args, req.facts, status, resp)
 		s.retireFactStamps(ctx, req.Args, "object", s.factsOf(ctx, req.Args))
 	case "kg_supersede":
-		if req.held {
+		if req.replaced {
 			break // not sent: nothing closed or opened
 		}
 		req.facts = s.factsOf(ctx, req.Args) // also the opened fact's (recordStep)
