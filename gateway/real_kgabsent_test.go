@@ -188,3 +188,75 @@ func TestRealTwoDevicesSupersedingOneFactLeaveOneCurrentValue(t *testing.T) {
 		t.Errorf("svc_a's current owners on the primary after both flushed: %v, want bob alone", c)
 	}
 }
+
+// Against real MemPalace 3.11.0 through real edges, attack112 F1 as the
+// tester ran it: offline, laptop files erin and supersedes it with frank;
+// desk (not admin) files erin too and supersedes it with gina; laptop
+// flushes first. Desk's add reaches a primary where erin is closed and
+// frank current: held, not filed again, so desk's supersede is held in
+// turn, and frank alone is current; both desk ops are done with the
+// gateway's held note, for its agent (before: frank and gina current,
+// both ops done with nothing said).
+func TestRealAnOfflineAddRacingAnotherDevicesSupersedeLeavesOneCurrentValue(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, []Device{
+		{ID: "laptop", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", ReadRate: 1e9, WriteRate: 1e9},
+		{ID: "desk", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write", ReadRate: 1e9, WriteRate: 1e9},
+	}, u)
+	g.withLedger()
+	url, offline := g.http.URL+"/mcp", "http://127.0.0.1:1/mcp"
+	current := func() []string {
+		var out []string
+		res := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "svc_delta", "direction": "outgoing"})
+		for _, x := range res["facts"].([]any) {
+			if f := x.(map[string]any); f["current"] == true {
+				out = append(out, str(f["object"]))
+			}
+		}
+		return out
+	}
+	lead := func(s *mcp.ClientSession, to string) string {
+		edgeCall(t, s, "kg_add", map[string]any{"subject": "svc_delta", "predicate": "lead", "object": "erin"})
+		op, _ := edgeCall(t, s, "kg_supersede", map[string]any{"subject": "svc_delta", "predicate": "lead", "old_object": "erin", "new_object": to})["edge"].(map[string]any)["op_id"].(string)
+		return op
+	}
+	laptop, desk := realpalace.New(t), realpalace.New(t)
+	s, stop := serveEdgeStop(t, edgeConfig(offline, g.tokens["laptop"], laptop))
+	lead(s, "frank")
+	stop()
+	s, stop = serveEdgeStop(t, edgeConfig(offline, g.tokens["desk"], desk))
+	op := lead(s, "gina")
+	stop()
+
+	serveEdgeStop(t, edgeConfig(url, g.tokens["laptop"], laptop))
+	waitUntil(t, "laptop's supersede on the primary", func() bool { c := current(); return len(c) == 1 && c[0] == "frank" })
+	serveEdgeStop(t, edgeConfig(url, g.tokens["desk"], desk))
+	ob, err := outbox.Open(filepath.Join(desk.Dir, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	waitUntil(t, "desk's ops settled", func() bool {
+		n, _, err := ob.Pending(context.Background())
+		return err == nil && n == 0
+	})
+	ops, err := ob.List(context.Background(), 10, outbox.Done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, got := 0, []string{}
+	for _, o := range ops {
+		got = append(got, o.Tool+": "+string(o.Error))
+		if f := outbox.FailureOf(o.Error); f.Kind == outbox.AlreadyCurrent && strings.Contains(f.Message, `"frank" current`) {
+			held++
+		} else if o.ID == op {
+			t.Errorf("desk's supersede: %s, want held naming frank", o.Error)
+		}
+	}
+	if held != 2 {
+		t.Errorf("desk's done ops %q: %d held naming frank, want its add and its supersede", got, held)
+	}
+	if c := current(); len(c) != 1 || c[0] != "frank" {
+		t.Errorf("svc_delta's current leads on the primary after both flushed: %v, want frank alone", c)
+	}
+}
