@@ -143,9 +143,15 @@ func authorizeGate(d *Device, t catalogue.Tool, args map[string]any, drawerWing 
 		return deny(ruleReadsAll, "")
 	case catalogue.ReadByID:
 		// A drawer that does not exist and one in an unreadable wing get
-		// the same denial: the answer says nothing of its existence.
+		// the same denial: the answer says nothing of its existence. A
+		// device that reads every wing learns nothing from it: the
+		// upstream answers it (MemPalace's "not found", not a scope
+		// problem an operator would look for: attack112 F6).
 		if drawerWing != "" && d.reads(drawerWing) {
 			return allow(Rule("read:"+drawerWing), drawerWing)
+		}
+		if drawerWing == "" && d.readsAll() {
+			return allow("read:*", "")
 		}
 		return deny(ruleNotVisible, drawerWing)
 	case catalogue.ReadWing:

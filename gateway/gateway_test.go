@@ -628,3 +628,23 @@ func TestAForeignDiaryRefusalNamesItsWing(t *testing.T) {
 		t.Fatalf("a foreign agent's diary write: %v", rpc)
 	}
 }
+
+// A drawer that is not on the primary (deleted, never filed) is, to a
+// device that reads every wing, MemPalace's own "not found": it learns
+// nothing from it that a wing check hides, and a "not visible to this
+// device" sent its operator looking for a scope problem (attack112 F6).
+// A device that reads some wings gets the one denial for a drawer that
+// does not exist and one it may not see, as before.
+func TestAMissingDrawerIsNotFoundToADeviceReadingEveryWing(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	missing := map[string]any{"drawer_id": "drawer_shared_r_0123456789abcdef01234567"}
+	for _, id := range []string{"desk-9b21", "admin-0001"} {
+		if res, rpc, _ := g.call(g.tokens[id], "get_drawer", missing); rpc != nil || !strings.Contains(strings.ToLower(str(res["error"])), "not found") {
+			t.Errorf("%s's get_drawer of a missing drawer: %v %v, want the primary's not found", id, res, rpc)
+		}
+	}
+	if _, rpc, _ := g.call(g.tokens["laptop-7f3a"], "get_drawer", missing); rpc == nil || !strings.Contains(fmt.Sprint(rpc), "not visible to this device") {
+		t.Errorf("laptop's get_drawer of a missing drawer: %v, want not visible", rpc)
+	}
+}
