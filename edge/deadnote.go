@@ -57,6 +57,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -348,11 +349,31 @@ func closedLine(closed []outbox.DeadOp) string {
 }
 
 // withGatewayNote names an op settled with the gateway's note, the note
-// printable and cut.
+// printable and cut (heldNote).
 func withGatewayNote(o outbox.DeadOp) string {
 	what, _ := deadWhat(o)
-	note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
-	return fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax))
+	return fmt.Sprintf("%s (op %s): %s", what, o.Short(), heldNote(o.Reason))
+}
+
+// heldNote is a gateway's note on a held or closed KG write, printable,
+// cut to leftOutMax bytes in its middle: its start (what the primary
+// holds, whose) and its last two thirds, from a word on (what was not
+// filed, and what to do: "; to make it the value: …"), are kept
+// (attack112 F3: cut at its end, the fix was lost mid-word at every
+// session start).
+func heldNote(note string) string {
+	note = mailbox.Printable(strings.TrimPrefix(note, "devbox-config gateway: "))
+	if len(note) <= leftOutMax {
+		return note
+	}
+	i := len(note) - leftOutMax*2/3
+	if j := strings.IndexByte(note[i:], ' '); j >= 0 {
+		i += j + 1
+	}
+	for i < len(note) && !utf8.RuneStart(note[i]) {
+		i++ // no space: a rune's start
+	}
+	return truncate(note, leftOutMax-(len(note)-i)-1) + " " + note[i:]
 }
 
 // deadNote is the one line a tool answer carries for ops that died during

@@ -91,16 +91,7 @@ func TestAKGReadHeldLocalByADeadWriteSaysSo(t *testing.T) {
 // (attack105 F2: both values were current, and no agent was told).
 func TestASupersedeTheGatewayHeldIsToldToTheAgent(t *testing.T) {
 	t.Parallel()
-	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
-	if _, res := h.call("kg_add", map[string]any{"subject": "svc_a", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"}); res.IsError {
-		t.Fatalf("kg_add refused: %s", refusalText(res))
-	}
-	h.drained()
-	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "bob", "at": "2026-06-01"})
-	if _, res := h.call("kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "carol", "at": "2026-07-01"}); res.IsError {
-		t.Fatalf("kg_supersede refused: %s", refusalText(res))
-	}
-	h.drained()
+	h, primary := heldSupersede(t)
 	_, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next write"})
 	note := notesOf(res)
 	for _, want := range []string{"a write of a fact from this devbox filed nothing on the primary: mempalace_kg_supersede of svc_a", `"bob" current`, `"carol" was not made current`, "devbox-config edge status"} {
@@ -116,5 +107,38 @@ func TestASupersedeTheGatewayHeldIsToldToTheAgent(t *testing.T) {
 		if f := x.(map[string]any); f["object"] == "carol" {
 			t.Errorf("the primary holds carol: %v", facts)
 		}
+	}
+}
+
+// heldSupersede is bob-02 behind a gateway, with the primary's URL, once
+// its kg_supersede of svc_a's owner alice -> carol was held (NOT FILED):
+// the primary held alice closed and bob current (superseded around the
+// gateway first).
+func heldSupersede(t *testing.T) (*harness, string) {
+	t.Helper()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	if _, res := h.call("kg_add", map[string]any{"subject": "svc_a", "predicate": "owner", "object": "alice", "valid_from": "2026-01-01"}); res.IsError {
+		t.Fatalf("kg_add refused: %s", refusalText(res))
+	}
+	h.drained()
+	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "bob", "at": "2026-06-01"})
+	if _, res := h.call("kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "alice", "new_object": "carol", "at": "2026-07-01"}); res.IsError {
+		t.Fatalf("kg_supersede refused: %s", refusalText(res))
+	}
+	h.drained()
+	return h, primary
+}
+
+// heldFix is what the gateway's note on heldSupersede's op says to do.
+const heldFix = `to make it the value: supersede "bob" with it (ending another device's fact is for an admin device), or kg_add it if both are meant to be current`
+
+// A session start after a held supersede says what to do about it, its
+// fix whole: the gateway's note was cut at a bound before its fix
+// ("two current values); to mak…": attack112 F3).
+func TestAHeldSupersedesSessionStartKeepsItsFix(t *testing.T) {
+	t.Parallel()
+	h, _ := heldSupersede(t)
+	if in := h.edge.sessionInstructions(context.Background()); !strings.Contains(in, heldFix) || !strings.Contains(in, `"bob" current`) {
+		t.Errorf("the session-start instructions lack the held supersede's fix %q, or what is current:\n%s", heldFix, in)
 	}
 }

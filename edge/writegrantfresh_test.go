@@ -35,14 +35,16 @@ func setWriteGrants(t *testing.T, gw *gateway.Server, id string, write ...string
 
 // bobBehindAGateway is an edge for bob-02 (reads everything, writes
 // write) behind a real gateway in process, once it heard the device
-// header; with the primary's URL, for another device's writes.
+// header; with the primary's URL, for another device's writes (h.srv is
+// that primary, behind the gateway).
 func bobBehindAGateway(t *testing.T, o harnessOpts, write ...string) (*harness, *gateway.Server, string) {
 	t.Helper()
-	_, srv := startPrimary(t)
+	pl, srv := startPrimary(t)
 	url, tokens, gw := testGatewayServer(t, srv.URL(),
 		gateway.Device{ID: "bob-02", Label: "edge-test", Read: []string{"*"}, Write: write, KG: "write", Agents: []string{"opencode@edge-test"}})
 	o.primaryURL, o.token = url, tokens["bob-02"]
 	h := start(t, o)
+	h.primary, h.srv = pl, srv // behind the gateway
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
 	return h, gw, srv.URL()
 }

@@ -318,7 +318,7 @@ func (f *Flusher) doneNote(op Op, res map[string]any, kind Kind, msg string, del
 		kept, note = ended, noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
 	}
 	if by, held := res["held_by"].(string); held && kind == "" && (op.Tool == catalogue.Prefix+"kg_add" || op.Tool == catalogue.Prefix+"kg_supersede") {
-		f.Log.Info("the primary held a fact current already that this add or supersede would file beside or again: done, nothing filed", "op", op.Short(), "tool", op.Tool, "held_by", by)
+		f.Log.Info("the primary held a fact current already that this add or supersede would file beside or again: done, nothing filed", "op", op.Short(), "tool", op.Tool, "held_by", by, "note", fmt.Sprint(res["note"])) // whole: what to do is its end (attack112 F3)
 		kept, note = "held", noteOf(AlreadyCurrent, fmt.Sprint(res["note"]), now)
 	}
 	if warning = warnedOf(op, res, kind); warning != "" {
