@@ -27,7 +27,9 @@ package edge
 // it answered held_by (the fact current there already, another device's
 // or with other dates: nothing filed, its dates not kept), and a
 // kg_supersede it answered held_by (the old fact closed there and
-// another value current: nothing filed, the new value not made current).
+// another value current: nothing filed, the new value not made current);
+// a KG read the local palace answers names those of its entity
+// (notFiled), as the local palace holds their values as written.
 //
 // A queued coordination write the gateway took, at a later flush, with a
 // warning (its to_agent is no device's agent: outbox.DeadOp.Warned) is
@@ -513,4 +515,38 @@ func (e *Edge) deadFactsWhy(ctx context.Context, entity string) string {
 	short := outbox.Op{ID: dead[0]}.Short()
 	return fmt.Sprintf(": they wait behind %s the primary refused for good (op %s: `devbox-config edge outbox retry %s` sends it again, `devbox-config edge outbox drop %s` gives it up; `devbox-config edge status` says why), so these reads stay this palace's until it is settled",
 		plural(len(dead), "a dead write", fmt.Sprintf("%d dead writes", len(dead))), short, short, short)
+}
+
+// notFiledMax bounds the held KG writes a local KG read names.
+const notFiledMax = deadNamed
+
+// notFiled is mark, the edge member of a local answer to the KG read c
+// (a kg_query's or kg_timeline's facts), with the held KG writes about
+// its entity (outbox.HeldFacts) in not_filed: the local palace holds
+// their values as written, current, and the primary another (the
+// gateway's note names it, whose it is, and what to do). The local
+// palace is left as it is (attack112 F2: a value the fleet refused read
+// as current and trusted, only "degraded" said).
+func (e *Edge) notFiled(ctx context.Context, c *call, mark map[string]any) map[string]any {
+	if e.outbox == nil || c.tool.Wings != catalogue.KnowledgeGraph || c.tool.Records == "" {
+		return mark
+	}
+	entity, _ := c.argsMap()["entity"].(string)
+	held, err := e.outbox.HeldFacts(ctx, entity)
+	if err != nil {
+		e.log.Debug("the held KG writes not looked up; this read does not name them", "err", err)
+	}
+	if len(held) == 0 {
+		return mark
+	}
+	var list []map[string]any
+	for _, h := range held[:min(len(held), notFiledMax)] {
+		list = append(list, map[string]any{"op": outbox.Op{ID: h.ID}.Short(), "tool": h.Tool, "subject": h.Subject, "predicate": h.Predicate, "object": h.Object,
+			"held_by": h.HeldBy, "valid_from_kept": h.ValidFromKept, "note": heldNote(h.Note)})
+	}
+	mark["not_filed"] = list
+	if len(held) > notFiledMax {
+		mark["not_filed_more"] = fmt.Sprintf("%d more: `devbox-config edge status` lists them", len(held)-notFiledMax)
+	}
+	return mark
 }

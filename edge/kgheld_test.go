@@ -142,3 +142,54 @@ func TestAHeldSupersedesSessionStartKeepsItsFix(t *testing.T) {
 		t.Errorf("the session-start instructions lack the held supersede's fix %q, or what is current:\n%s", heldFix, in)
 	}
 }
+
+// Offline, a KG read about a fact whose supersede the gateway held says
+// that its new value was not filed and what the primary held current
+// (the held op's note), beside the local palace's answer, which reads
+// carol current and is left as it is; with the primary up the read is
+// the primary's, bob current, and says nothing of it (attack112 F2: carol
+// read as current and trusted, only "degraded" said).
+func TestAnOfflineKGReadSaysWhatTheGatewayHeld(t *testing.T) {
+	t.Parallel()
+	h, _ := heldSupersede(t)
+	for _, tool := range []string{"kg_query", "kg_timeline"} {
+		got, _ := h.call(tool, map[string]any{"entity": "svc_a"})
+		ed, _ := got["edge"].(map[string]any)
+		if ed["source"] != "primary" || ed["not_filed"] != nil || !strings.Contains(mustJSON(got), `"bob"`) {
+			t.Errorf("%s with the primary up: %v", tool, got)
+		}
+	}
+	h.srv.Stop()
+	for _, tool := range []string{"kg_query", "kg_timeline"} {
+		got, _ := h.call(tool, map[string]any{"entity": "svc_a"})
+		ed, _ := got["edge"].(map[string]any)
+		held, _ := ed["not_filed"].([]any)
+		if ed["source"] != "local" || len(held) != 1 {
+			t.Errorf("%s with the primary down: edge %v", tool, ed)
+			continue
+		}
+		f, _ := held[0].(map[string]any)
+		if f["object"] != "carol" || f["predicate"] != "owner" || !strings.Contains(asString(f["note"]), `"bob" current`) || !strings.Contains(asString(f["note"]), heldFix) {
+			t.Errorf("%s with the primary down: not_filed %v", tool, f)
+		}
+	}
+	if got, _ := h.call("kg_query", map[string]any{"entity": "svc_b"}); got["edge"].(map[string]any)["not_filed"] != nil {
+		t.Errorf("a read of another entity: %v", got["edge"])
+	}
+}
+
+// Once the agent did what the held supersede's note says (supersede bob
+// with carol) and the primary took it, an offline read no longer names
+// the held op: carol is the primary's value since.
+func TestAnOfflineKGReadForgetsAHeldWriteTheAgentSettled(t *testing.T) {
+	t.Parallel()
+	h, _ := heldSupersede(t)
+	if _, res := h.call("kg_supersede", map[string]any{"subject": "svc_a", "predicate": "owner", "old_object": "bob", "new_object": "carol"}); res.IsError {
+		t.Fatalf("kg_supersede refused: %s", refusalText(res))
+	}
+	h.drained()
+	h.srv.Stop()
+	if got, _ := h.call("kg_query", map[string]any{"entity": "svc_a"}); got["edge"].(map[string]any)["source"] != "local" || got["edge"].(map[string]any)["not_filed"] != nil {
+		t.Errorf("an offline read after the held write was settled: %v", got["edge"])
+	}
+}

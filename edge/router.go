@@ -261,7 +261,7 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		}
 		return local, lerr
 	}
-	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), mark, unopenedHere != chromaMissing), nil
+	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), e.notFiled(ctx, c, mark), unopenedHere != chromaMissing), nil
 }
 
 // ownFacts answers a knowledge-graph read from the local palace while
@@ -302,7 +302,7 @@ func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, 
 	case res == nil || res.IsError:
 		return nil, fmt.Sprintf("the local palace answered an error (%s); %s, so this answer lacks them", resultText(res), why), nil
 	}
-	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), "", nil
+	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), e.notFiled(ctx, c, map[string]any{"source": "local", "why": why}), false), "", nil
 }
 
 func resultText(res *mcp.CallToolResult) string {
