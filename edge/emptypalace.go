@@ -77,13 +77,21 @@ func emptyAnswer(shape catalogue.Filter, args map[string]any) map[string]any {
 	return map[string]any{}
 }
 
-// emptyOverview is the local answer to an overview read (status,
-// list_wings, list_rooms, get_taxonomy) when it is an error from a palace
-// that holds no drawers yet: what MemPalace 3.11.0 answers for a palace
-// with an empty drawer collection (mcp_server/tools_read.py), in place of
-// its advice to repair the palace (rewritten true). status has the counts
-// only: the protocol and AAAK texts MemPalace sends with them are its own.
+// emptyOverview is the local answer to a primary-first read when it is an
+// error from a palace that holds no drawers yet (rewritten true): for
+// status, list_wings, list_rooms and get_taxonomy what MemPalace 3.11.0
+// answers for a palace with an empty drawer collection
+// (mcp_server/tools_read.py), for any other read MemPalace's error alone
+// if it names an unopened palace (graph_stats, find_tunnels, traverse,
+// follow_tunnels: attack110 F1); never its advice to repair the palace,
+// nor its path. status has the counts only: the protocol and AAAK texts
+// MemPalace sends with them are its own. A palace whose files cannot tell
+// (localEmpty) keeps its error whole.
 func (e *Edge) emptyOverview(c *call, res *mcp.CallToolResult) (_ *mcp.CallToolResult, rewritten bool) {
+	msg := gjson.Get(resultText(res), "error")
+	if !msg.Exists() {
+		return res, false
+	}
 	var m map[string]any
 	switch c.tool.Name {
 	case "status":
@@ -99,9 +107,12 @@ func (e *Edge) emptyOverview(c *call, res *mcp.CallToolResult) (_ *mcp.CallToolR
 	case "get_taxonomy":
 		m = map[string]any{"taxonomy": map[string]any{}}
 	default:
-		return res, false
+		if !unopened(msg.String()) {
+			return res, false
+		}
+		m = map[string]any{"error": msg.String()}
 	}
-	if !gjson.Get(resultText(res), "error").Exists() || !e.localEmpty() {
+	if !e.localEmpty() {
 		return res, false
 	}
 	return jsonResult(m, false), true

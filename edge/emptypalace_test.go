@@ -494,3 +494,67 @@ func TestAFleetNewToMemoryAfterASearchReadsEmptyAndDegraded(t *testing.T) {
 		t.Errorf("a delete_by_source dry run on a palace new to the fleet: %v", m)
 	}
 }
+
+// spanRefusing is a primary that refuses the reads spanning wings as a
+// gateway does to a device that does not read every wing (a JSON-RPC
+// error), and answers everything else.
+type spanRefusing struct{ inProcessPrimary }
+
+func (s spanRefusing) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	switch p.Name {
+	case "mempalace_graph_stats", "mempalace_find_tunnels", "mempalace_traverse", "mempalace_follow_tunnels", "mempalace_list_tunnels", "mempalace_list_hallways":
+		return nil, &jsonrpc.Error{Code: -32003, Message: "devbox-config gateway: dev1 may not call " + p.Name + " (its answer spans wings)"}
+	}
+	return s.inProcessPrimary.Call(ctx, p, retry)
+}
+
+// A new device whose reads spanning wings answer from its own palace (the
+// primary down, or refusing them to a device that does not read every
+// wing: attack110 F1) answers each with MemPalace's error alone, degraded,
+// edge.local "no drawers yet", never its advice to repair a palace that
+// is merely new; before its first search or after.
+func TestAnEmptyPalaceAnswersGraphReadsWithoutRepairAdvice(t *testing.T) {
+	t.Parallel()
+	for _, missing := range []bool{true, false} {
+		for _, down := range []bool{true, false} {
+			e, _, primary, _ := routerUnderTest(t)
+			e.localServer, primary.down = emptyLocal{missing: missing}, down
+			if !down {
+				e.remote = spanRefusing{inProcessPrimary{primary}}
+			}
+			for _, c := range []struct {
+				tool string
+				args map[string]any
+			}{
+				{"mempalace_graph_stats", map[string]any{}},
+				{"mempalace_find_tunnels", map[string]any{}},
+				{"mempalace_traverse", map[string]any{"start_room": "r"}},
+				{"mempalace_follow_tunnels", map[string]any{"wing": "notes", "room": "r"}},
+				{"mempalace_list_tunnels", map[string]any{}},
+				{"mempalace_list_hallways", map[string]any{}},
+			} {
+				m := routed(t, e, c.tool, c.args)
+				if !unopened(asString(m["error"])) || m["hint"] != nil || m["details"] != nil || m["degraded"] != true ||
+					edgeOf(m)["local"] != noDrawersYet || edgeOf(m)["source"] != "local" || edgeOf(m)["primary"] == nil {
+					t.Errorf("missing %v, down %v: %s on an empty palace: %v", missing, down, c.tool, m)
+				}
+			}
+		}
+	}
+}
+
+// A local palace that is damaged, not new (a database file that is not
+// one), keeps MemPalace's error and its advice to repair.
+func TestADamagedPalaceKeepsItsRepairAdvice(t *testing.T) {
+	t.Parallel()
+	for _, missing := range []bool{true, false} {
+		e, _, primary, _ := routerUnderTest(t)
+		e.localServer, e.cfg.Palace, primary.down = emptyLocal{missing: missing}, t.TempDir(), true
+		os.WriteFile(filepath.Join(e.cfg.Palace, "chroma.sqlite3"), []byte("not a database"), 0o600)
+		for _, tool := range []string{"mempalace_graph_stats", "mempalace_list_wings"} {
+			if m := routed(t, e, tool, map[string]any{}); m["hint"] == nil || edgeOf(m)["local"] == noDrawersYet {
+				t.Errorf("missing %v: %s on a damaged palace: %v", missing, tool, m)
+			}
+		}
+	}
+}

@@ -148,6 +148,7 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": fix}); !strings.HasPrefix(fmt.Sprint(m["error"]), notAnsweredPrefix+fix) || m["degraded"] != true {
 		t.Errorf("get_drawer on a fresh device, the primary down: %v", m)
 	}
+	graphReadsOffline(t, h, "after a search")
 	// status last: real MemPalace creates the drawer collection of a
 	// palace whose database file exists (this one's, since the search),
 	// and answers it as it is, with its protocol.
@@ -210,4 +211,37 @@ func TestRealAFreshFleetReadsEmpty(t *testing.T) {
 		}
 	}
 	overviews("after a search")
+}
+
+// graphReadsOffline checks the reads spanning wings of a device whose
+// palace is new, the primary down: never MemPalace's advice to repair
+// nor its path; its error for an unopened palace alone, degraded,
+// edge.local "no drawers yet" (attack110 F1).
+func graphReadsOffline(t *testing.T, h *harness, when string) {
+	t.Helper()
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"graph_stats", map[string]any{}},
+		{"find_tunnels", map[string]any{}},
+		{"traverse", map[string]any{"start_room": "r"}},
+		{"follow_tunnels", map[string]any{"wing": "shared", "room": "r"}},
+	} {
+		m, _ := h.call(c.tool, c.args) // find_tunnels may answer [], traverse "Room 'r' not found": MemPalace's own
+		all := fmt.Sprint(m)
+		bad := strings.Contains(all, "hint") || strings.Contains(all, "repair") || strings.Contains(all, "chroma.sqlite3")
+		if bad || unopened(asString(m["error"])) && (m["degraded"] != true || edgeOf(m)["local"] != noDrawersYet) {
+			t.Errorf("%s on a fresh device %s, the primary down: %v", c.tool, when, m)
+		}
+	}
+}
+
+// TestRealAFreshDeviceOfflineReadsTheGraphEmpty is a devbox new to the
+// fleet that starts with the primary down, before any search (real
+// MemPalace: "Chroma database missing", with its advice to repair).
+func TestRealAFreshDeviceOfflineReadsTheGraphEmpty(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{}, "")
+	r.srv.Stop()
+	graphReadsOffline(t, r.harness, "before a search")
 }
