@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -743,4 +744,63 @@ func TestEdgeCommandsOnACorruptOutboxPointToDoctor(t *testing.T) {
 			t.Errorf("%v: exit %d\n%s", args, code, errOut)
 		}
 	}
+}
+
+// While another process holds the outbox's lock (an edge session or a
+// flush writing), the edge commands that must write to it say so plainly,
+// with the file and what to do, not SQLite's words alone: an open that
+// records the outbox's identity (edge outbox list, as edge status and
+// flush open it), and edge flush readying the outbox; doctor's read-only
+// open still reads it (attack110 F2).
+func TestEdgeCommandsBesideALockedOutboxSaySo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out SQLite's 10 s busy timeout twice: the integration tier")
+	}
+	for _, c := range []struct {
+		args        []string
+		newIdentity bool // the open writes it (as for a copied file)
+	}{{[]string{"edge", "outbox", "list"}, true}, {[]string{"edge", "flush"}, false}} {
+		s := edgeOutbox(t)
+		path := s.Path()
+		s.Close()
+		holder := lockedOutbox(t, path, c.newIdentity)
+		code, out, errOut := runCLI(c.args...)
+		if all := out + errOut; code == 0 || !strings.Contains(all, path) || !strings.Contains(all, "another devbox-config process") ||
+			!strings.Contains(all, "try again in a moment") || strings.Contains(all, "its identity") {
+			t.Errorf("%v beside a locked outbox: exit %d\n%s", c.args, code, all)
+		}
+		if ro, err := outbox.OpenOptions(path, outbox.Options{ReadOnly: true}); err != nil {
+			t.Errorf("doctor's read-only open beside a locked outbox: %v", err)
+		} else {
+			ro.Close()
+		}
+		holder.ExecContext(context.Background(), "ROLLBACK") // the lock ends here
+	}
+}
+
+// lockedOutbox holds the outbox at path locked for writing (BEGIN
+// EXCLUSIVE on a second connection) until the test ends; newIdentity
+// first removes the identity an open reads, so that the next open writes one.
+func lockedOutbox(t *testing.T, path string, newIdentity bool) *sql.Conn {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if newIdentity {
+		if _, err := conn.ExecContext(ctx, "DELETE FROM meta WHERE key IN ('identity', 'identity_file')"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

@@ -198,7 +198,7 @@ func printSentInPart(w io.Writer, before map[string]bool, leftOut []outbox.Op) {
 // cleared.
 func readyToFlush(ctx context.Context, s *outbox.Store, cfg edge.Config) error {
 	if _, err := s.ResolveIntents(ctx); err != nil {
-		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+		return failed(outbox.PathErr(s.Path(), err))
 	}
 	if pol, err := edge.LoadPolicy(cfg.StateDir()); err == nil {
 		if _, _, err := edge.ReleaseHeld(ctx, s, pol, cfg.Stamp()); err != nil {
@@ -206,7 +206,7 @@ func readyToFlush(ctx context.Context, s *outbox.Store, cfg edge.Config) error {
 		}
 	}
 	if err := s.ClearBackoff(ctx); err != nil {
-		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+		return failed(outbox.PathErr(s.Path(), err))
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (sc *edgeStatusCmd) run() error {
 	defer s.Close()
 	st, err := s.Stats(ctx)
 	if err != nil {
-		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+		return failed(outbox.PathErr(s.Path(), err))
 	}
 	// The primary's words as a send stored them, which a client that did
 	// not mask (an older edge's) left whole: masked before they are made

@@ -239,16 +239,29 @@ func (s *Store) settleIn(log *slog.Logger) {
 }
 
 // fault is an Open's error: ErrOlderSchema as it is, a *StorageError when
-// the file system caused it (storageFault), else format (the path, then
+// the file system caused it (storageFault), another process's lock held
+// past RetryBusy in plain words (PathErr), else format (the path, then
 // the error).
 func (o Options) fault(path, format string, err error) error {
 	if errors.Is(err, ErrOlderSchema) || errors.Is(err, sqlitewal.ErrNewerSchema) {
 		return fmt.Errorf("outbox %s: %w", path, err)
 	}
+	if sqlitewal.Busy(err) {
+		return PathErr(path, err)
+	}
 	if se := o.storageFault(path, err); se != nil {
 		return se
 	}
 	return fmt.Errorf(format, path, err)
+}
+
+// PathErr is err from the outbox at path, said plainly when another
+// process held its lock past SQLite's busy timeout (attack110 F2).
+func PathErr(path string, err error) error {
+	if sqlitewal.Busy(err) {
+		return fmt.Errorf("outbox %s: another devbox-config process (an edge session or a flush) is using it right now: try again in a moment (SQLite: %w)", path, err)
+	}
+	return fmt.Errorf("outbox %s: %w", path, err)
 }
 
 // storageFault is storageFault with o.StatFS, DiskSpace if nil.
