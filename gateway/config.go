@@ -26,6 +26,8 @@ import (
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/invisible"
+	"github.com/joakimp/devbox-config/lookalike"
 	"github.com/tailscale/hujson"
 )
 
@@ -444,16 +446,26 @@ func checkDeviceID(at, id string, seen map[string]bool) error {
 	return nil
 }
 
-// idLike is an id for a device whose id is not one: each character an id
-// cannot hold a '-', the first a letter or digit, at most 64, none of the
-// ids in seen; "device-N" where nothing of it is left.
+// idLike is an id for a device whose id is not one: an invisible
+// character dropped, a look-alike written as the ASCII it reads as
+// (Cyrillic а is a: "аlice" is "alice", not "lice"), each other character
+// an id cannot hold a '-', the first a letter or digit, at most 64, none
+// of the ids in seen; "device-N" where nothing of it is left.
 func idLike(id string, seen map[string]bool) string {
-	s := strings.Map(func(r rune) rune {
-		if r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			return r
+	var b strings.Builder
+	for _, r := range id {
+		a, looks := lookalike.ReadsAs(r)
+		switch {
+		case r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)):
+			b.WriteRune(r)
+		case invisible.Is(r):
+		case looks && r >= 0x80:
+			b.WriteString(a)
+		default:
+			b.WriteByte('-')
 		}
-		return '-'
-	}, id)
+	}
+	s := b.String()
 	s = strings.TrimLeft(s, "._-")
 	s = s[:min(len(s), 60)] // ASCII: room for a "-N"
 	if s == "" {

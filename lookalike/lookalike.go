@@ -12,7 +12,7 @@ import (
 
 //go:generate go run confusables_gen.go $CONFUSABLES_TXT
 
-// readsAs is the ASCII letters or digits r reads as by UTS #39's
+// ReadsAs is the ASCII letters or digits r reads as by UTS #39's
 // confusables data (confusables_table.go: Lisu ꓲ, | and I are l, Cyrillic
 // а is a, m is rn; and the generator's supplement: Cyrillic п is n), false
 // if the data has none. A sorted array generated
@@ -20,7 +20,7 @@ import (
 // since 2021 (Unicode 13) and building a 6,000-entry map at every
 // container start: static data, binary searched, and only the characters
 // that read as what names here are compared against.
-func readsAs(r rune) (string, bool) {
+func ReadsAs(r rune) (string, bool) {
 	i, ok := slices.BinarySearchFunc(confusables[:], r, func(e confusable, r rune) int { return cmp.Compare(e.r, r) })
 	if !ok {
 		return "", false
@@ -33,7 +33,7 @@ func readsAs(r rune) (string, bool) {
 // @, and symbols (math, modifier, currency, other) dropped (ś is s;
 // lap-top, lap_top, lap.top, lap·top, lap~top, lap+top, lap=top and
 // lap^top are laptop), each character read as the Latin letters or digits
-// it looks like (readsAs), else as its compatibility form's (fullwidth
+// it looks like (ReadsAs), else as its compatibility form's (fullwidth
 // and mathematical letters are letters), case folded, i read as l (a
 // capital I reads as either), and the letter pairs that pass for one
 // letter (rn m, vv w, cl d) folded. A part of the name, either side of
@@ -69,7 +69,7 @@ func dropSymbol(r rune) rune {
 // folded in turn.
 func fold(b *strings.Builder, s string, compat bool) {
 	for _, r := range s {
-		a, ok := readsAs(r)
+		a, ok := ReadsAs(r)
 		switch {
 		case unicode.IsSpace(r) || unicode.Is(unicode.Mn, r):
 		case ok:
