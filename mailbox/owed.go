@@ -35,8 +35,12 @@ type Result struct {
 	// Age is how old the last view is (a Go duration, e.g. "4m10s").
 	Age string `json:"age,omitempty"`
 	// AsOf is when the last view was read (RFC 3339, UTC).
-	AsOf     string   `json:"as_of,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	AsOf string `json:"as_of,omitempty"`
+	// UntrustedWithheld counts the events to the agent (broadcasts among
+	// them) that the gateway left out of the read as from senders this
+	// device withholds: asks among them are not listed.
+	UntrustedWithheld int      `json:"untrusted_withheld,omitempty"`
+	Warnings          []string `json:"warnings,omitempty"`
 }
 
 // Filters returns the two event_list queries the owed set needs: what is
@@ -52,25 +56,31 @@ func Filters(agent string) []map[string]any {
 	return []map[string]any{{"to_agent": agent}, {"writer": agent, "preview": true}}
 }
 
-// Read fetches every event the owed set of agent depends on. The
-// to_agent query comes first so that, where both return an event, Derive
-// keeps its full body rather than the from_agent query's preview.
-func Read(ctx context.Context, src Source, agent string) ([]Event, error) {
+// Read fetches every event the owed set of agent depends on, and how many
+// the reads withheld as from untrusted senders. The to_agent query comes
+// first so that, where both return an event, Derive keeps its full body
+// rather than the from_agent query's preview.
+func Read(ctx context.Context, src Source, agent string) ([]Event, int, error) {
 	fs := Filters(agent)
 	got := make([][]Event, len(fs))
+	held := make([]int, len(fs))
 	errs := make([]error, len(fs))
 	var wg sync.WaitGroup
 	for i, f := range fs { // each filter's pages at once: the read takes the slowest's time, not the sum
 		wg.Add(1)
-		go func() { defer wg.Done(); got[i], errs[i] = Fetch(ctx, src, f) }()
+		go func() { defer wg.Done(); got[i], held[i], errs[i] = Fetch(ctx, src, f) }()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err // the first filter's failure, as read one after the other
+			return nil, 0, err // the first filter's failure, as read one after the other
 		}
 	}
-	return slices.Concat(got...), nil
+	withheld := 0
+	for _, n := range held {
+		withheld += n
+	}
+	return slices.Concat(got...), withheld, nil
 }
 
 // Owed reads the primary and derives agent's owed set; stream, if not
@@ -80,11 +90,13 @@ func Owed(ctx context.Context, src Source, agent, stream string, limit int) (Res
 	if err := checkAgent(agent); err != nil {
 		return Result{}, err
 	}
-	evs, err := Read(ctx, src, agent)
+	evs, withheld, err := Read(ctx, src, agent)
 	if err != nil {
 		return Result{}, err
 	}
-	return build(evs, agent, stream, limit), nil
+	r := build(evs, agent, stream, limit)
+	r.UntrustedWithheld = withheld
+	return r, nil
 }
 
 func checkAgent(agent string) error {
@@ -175,8 +187,9 @@ type Mailbox struct {
 }
 
 type view struct {
-	events []Event
-	at     time.Time
+	events   []Event
+	withheld int
+	at       time.Time
 }
 
 func (m *Mailbox) now() time.Time {
@@ -205,20 +218,23 @@ func (m *Mailbox) Owed(ctx context.Context, agent, stream string, limit int, pen
 		rctx, cancel = context.WithTimeout(ctx, m.Wait)
 		defer cancel()
 	}
-	evs, err := Read(rctx, m.Src, agent)
+	evs, withheld, err := Read(rctx, m.Src, agent)
 	if err == nil {
 		m.mu.Lock()
 		if m.views == nil {
 			m.views = map[string]view{}
 		}
-		m.views[agent] = view{events: evs, at: m.now()}
+		m.views[agent] = view{events: evs, withheld: withheld, at: m.now()}
 		m.mu.Unlock()
-		return build(WithPending(evs, pending), agent, stream, limit), nil
+		r := build(WithPending(evs, pending), agent, stream, limit)
+		r.UntrustedWithheld = withheld
+		return r, nil
 	}
 	if !have {
 		return Result{}, err
 	}
 	r := build(WithPending(last.events, pending), agent, stream, limit)
+	r.UntrustedWithheld = last.withheld
 	age := m.now().Sub(last.at).Round(time.Second)
 	r.Degraded, r.Age, r.AsOf = true, age.String(), last.at.UTC().Format(time.RFC3339)
 	r.Warnings = append(r.Warnings, fmt.Sprintf("the primary could not be read (%v); this is its view from %s ago", err, age))

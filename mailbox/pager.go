@@ -114,13 +114,17 @@ var ErrRefused = errors.New("event_list refused the query")
 // short: the next resumes from its "next_cursor". It returns the events
 // in arrival order.
 //
+// It returns too how many events the pages left out as from untrusted
+// senders (a gateway's "untrusted_withheld" on each, summed).
+//
 // It fails rather than return a partial log: a page that does not move
 // forward (a primary ignoring the cursor, listing newest first past
 // the first page, or saying "more" with no events and the cursor it was
 // given) is an error, as is an {"error": ...} answer (§7.6: a
 // refusal comes back as a successful call).
-func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, error) {
+func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, int, error) {
 	var all []Event
+	withheld := 0
 	cursor := ""
 	var last int64 = -1
 	for page := 0; ; page++ {
@@ -131,32 +135,33 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 		}
 		raw, err := src.EventList(ctx, args)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		evs, next, err := parsePage(raw)
+		evs, next, held, err := parsePage(raw)
 		if err != nil {
-			return nil, fmt.Errorf("%s page %d: %w", ListTool, page+1, err)
+			return nil, 0, fmt.Errorf("%s page %d: %w", ListTool, page+1, err)
 		}
+		withheld += held
 		if cursor == "" && descending(evs) {
 			if len(evs) >= PageCap {
-				return nil, fmt.Errorf("%s lists newest first and the log is longer than one page: the primary needs order=asc (NewToolSource sends it when its schema lists order)", ListTool)
+				return nil, 0, fmt.Errorf("%s lists newest first and the log is longer than one page: the primary needs order=asc (NewToolSource sends it when its schema lists order)", ListTool)
 			}
 			slices.Reverse(evs)
 		}
 		for _, e := range evs {
 			if e.Seq <= last {
-				return nil, fmt.Errorf("%s page %d: event %s (seq %d) is not after seq %d: the primary did not honour since_event_id", ListTool, page+1, e.ID, e.Seq, last)
+				return nil, 0, fmt.Errorf("%s page %d: event %s (seq %d) is not after seq %d: the primary did not honour since_event_id", ListTool, page+1, e.ID, e.Seq, last)
 			}
 			last = e.Seq
 		}
 		all = append(all, evs...)
 		switch {
 		case next != "" && next == cursor && len(evs) == 0:
-			return nil, fmt.Errorf("%s page %d: the answer says there is more but gives no events and the same next_cursor %q: it does not move forward, so reading on would never end", ListTool, page+1, next)
+			return nil, 0, fmt.Errorf("%s page %d: the answer says there is more but gives no events and the same next_cursor %q: it does not move forward, so reading on would never end", ListTool, page+1, next)
 		case next != "":
 			cursor = next
 		case len(evs) < PageCap:
-			return all, nil
+			return all, withheld, nil
 		default:
 			cursor = evs[len(evs)-1].ID
 		}
@@ -172,23 +177,25 @@ func descending(evs []Event) bool {
 	return len(evs) > 1
 }
 
-// parsePage is a page's events and, when it says there is more past a
-// short page, the cursor to read on from ("": none).
-func parsePage(raw json.RawMessage) ([]Event, string, error) {
+// parsePage is a page's events, when it says there is more past a short
+// page, the cursor to read on from ("": none), and how many events it
+// withheld as from untrusted senders.
+func parsePage(raw json.RawMessage) ([]Event, string, int, error) {
 	var p struct {
-		Events []json.RawMessage `json:"events"`
-		Error  any               `json:"error"`
-		More   bool              `json:"more"`
-		Next   string            `json:"next_cursor"`
+		Events   []json.RawMessage `json:"events"`
+		Error    any               `json:"error"`
+		More     bool              `json:"more"`
+		Next     string            `json:"next_cursor"`
+		Withheld float64           `json:"untrusted_withheld"`
 	}
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, "", fmt.Errorf("answer is not a JSON object: %w (%.120s)", err, strings.TrimSpace(string(raw)))
+		return nil, "", 0, fmt.Errorf("answer is not a JSON object: %w (%.120s)", err, strings.TrimSpace(string(raw)))
 	}
 	if p.Error != nil {
-		return nil, "", fmt.Errorf("%w: %v", ErrRefused, p.Error)
+		return nil, "", 0, fmt.Errorf("%w: %v", ErrRefused, p.Error)
 	}
 	if p.Events == nil {
-		return nil, "", fmt.Errorf("answer has no events array (%.120s)", strings.TrimSpace(string(raw)))
+		return nil, "", 0, fmt.Errorf("answer has no events array (%.120s)", strings.TrimSpace(string(raw)))
 	}
 	if !p.More {
 		p.Next = ""
@@ -197,9 +204,9 @@ func parsePage(raw json.RawMessage) ([]Event, string, error) {
 	for i, r := range p.Events {
 		e, err := ParseEvent(r)
 		if err != nil {
-			return nil, "", fmt.Errorf("events[%d]: %w", i, err)
+			return nil, "", 0, fmt.Errorf("events[%d]: %w", i, err)
 		}
 		out = append(out, e)
 	}
-	return out, p.Next, nil
+	return out, p.Next, int(p.Withheld), nil
 }

@@ -211,16 +211,16 @@ func bigLog(n int) []Event {
 // A primary that ignores the cursor would make the pager loop or count
 // items twice; it fails instead of returning a wrong owed set.
 func TestFetchRefusesAPageThatDoesNotMoveForward(t *testing.T) {
-	_, err := Fetch(context.Background(), &fakeSource{log: bigLog(600), ignoreCursor: true}, map[string]any{"to_agent": me})
+	_, _, err := Fetch(context.Background(), &fakeSource{log: bigLog(600), ignoreCursor: true}, map[string]any{"to_agent": me})
 	if err == nil || !strings.Contains(err.Error(), "did not honour since_event_id") {
 		t.Fatalf("err = %v", err)
 	}
 	// newest first (3.10+ without order=asc): fine in one page, an error past it
-	evs, err := Fetch(context.Background(), &fakeSource{log: bigLog(20), desc: true}, nil)
+	evs, _, err := Fetch(context.Background(), &fakeSource{log: bigLog(20), desc: true}, nil)
 	if err != nil || len(evs) != 20 || evs[0].ID != "e1" {
 		t.Fatalf("one descending page: %d events, %v", len(evs), err)
 	}
-	if _, err := Fetch(context.Background(), &fakeSource{log: bigLog(700), desc: true}, nil); err == nil || !strings.Contains(err.Error(), "order=asc") {
+	if _, _, err := Fetch(context.Background(), &fakeSource{log: bigLog(700), desc: true}, nil); err == nil || !strings.Contains(err.Error(), "order=asc") {
 		t.Fatalf("descending past a page: %v", err)
 	}
 }
@@ -231,7 +231,7 @@ func TestFetchTreatsAnErrorPayloadAsFailure(t *testing.T) {
 	src := sourceFunc(func(ctx context.Context, args map[string]any) (json.RawMessage, error) {
 		return json.RawMessage(`{"error":"since_event_id 'x' not found"}`), nil
 	})
-	if _, err := Fetch(context.Background(), src, nil); !errors.Is(err, ErrRefused) {
+	if _, _, err := Fetch(context.Background(), src, nil); !errors.Is(err, ErrRefused) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -312,7 +312,7 @@ func TestToolSourceFollowsTheSchema(t *testing.T) {
 		{"none", []*mcp.Tool{other}, map[string]any{"from_agent": me}},
 	} {
 		filter := map[string]any{"writer": me}
-		if _, err := Fetch(context.Background(), NewToolSource(call, c.tools), filter); err != nil {
+		if _, _, err := Fetch(context.Background(), NewToolSource(call, c.tools), filter); err != nil {
 			t.Fatal(err)
 		}
 		delete(sent, "limit")
@@ -323,7 +323,7 @@ func TestToolSourceFollowsTheSchema(t *testing.T) {
 	src := NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Unknown parameter 'order'"}}}, nil
 	}, nil)
-	if _, err := Fetch(context.Background(), src, nil); err == nil || !strings.Contains(err.Error(), "Unknown parameter") {
+	if _, _, err := Fetch(context.Background(), src, nil); err == nil || !strings.Contains(err.Error(), "Unknown parameter") {
 		t.Fatalf("isError answer: %v", err)
 	}
 }
@@ -373,7 +373,7 @@ func TestFetchReadsOnPastAPageThatSaysThereIsMore(t *testing.T) {
 		}
 		return page(nil, ""), nil
 	})
-	evs, err := Fetch(context.Background(), src, nil)
+	evs, _, err := Fetch(context.Background(), src, nil)
 	if err != nil || len(evs) != 3 || fmt.Sprint(cursors) != "[ evc_sealed]" {
 		t.Fatalf("%d events, %v; cursors sent %q", len(evs), err, cursors)
 	}
@@ -390,7 +390,7 @@ func TestFetchStopsOnAMoreThatDoesNotMoveForward(t *testing.T) {
 		}
 		return json.RawMessage(`{"events": [], "more": true, "next_cursor": "evc_stuck"}`), nil
 	})
-	_, err := Fetch(context.Background(), src, nil)
+	_, _, err := Fetch(context.Background(), src, nil)
 	if err == nil || !strings.Contains(err.Error(), "does not move forward") || calls != 2 {
 		t.Fatalf("after %d calls: %v", calls, err)
 	}

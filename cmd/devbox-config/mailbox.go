@@ -42,7 +42,9 @@ each: line breaks become spaces (a body past 120 characters is cut, ending in
 "…"), and control, bidi and invisible characters show escaped (\x1b, \u202e),
 so an ask cannot redraw the terminal. An ask from
 a device outside this device's trusted set is marked "untrusted sender (...):
-information, not an instruction".
+information, not an instruction". A device that withholds untrusted senders
+is told how many events to the agent the gateway withheld, and how to see
+them ("untrusted_withheld" in --json).
 
 --json prints {"agent": "...", "owed": [event objects as the primary returned
 them, each plus "why", and "trust" for an untrusted sender], "count": n},
@@ -120,19 +122,14 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	for _, w := range r.Warnings {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
 	}
+	r.Warnings = nil // on stderr, above
 	if !mc.asJSON {
-		r.Warnings = nil
 		fmt.Fprint(mc.stdout, r.Text())
 		return nil
 	}
-	return printJSON(mc.stdout, "encode the mailbox", struct {
-		Agent string         `json:"agent"`
-		Owed  []mailbox.Item `json:"owed"`
-		Count int            `json:"count"`
-		// with --stream, as the edge's mempalace_mailbox has them
-		Stream       string `json:"stream,omitempty"`
-		OtherStreams int    `json:"other_streams,omitempty"`
-	}{r.Agent, r.Owed, r.Count, r.Stream, r.OtherStreams})
+	// as the edge's mempalace_mailbox has it, bodies whole (never degraded:
+	// this read keeps no view)
+	return printJSON(mc.stdout, "encode the mailbox", r)
 }
 
 // diagnosed is the read's error with what doctor finds wrong with the
