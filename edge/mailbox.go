@@ -49,7 +49,7 @@ func (e *Edge) addMailbox() {
 			if err != nil {
 				return nil, err
 			}
-			b, err := json.MarshalIndent(r, "", "  ")
+			b, err := json.MarshalIndent(mailbox.Bounded(r), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -68,7 +68,14 @@ func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, e
 		}
 		return errorResult(err.Error(), extra), nil
 	}
-	return mailbox.ToolResult(r)
+	if id, _ := mailbox.EventIDArg(c.argsMap()); id != "" { // a bad one: owed's error
+		one, err := r.Only(id)
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		return mailbox.ToolResult(one) // whole: the agent asked for it
+	}
+	return mailbox.ToolResult(mailbox.Bounded(r))
 }
 
 // owed derives the agent's owed set, counting its replies still on their
@@ -79,6 +86,11 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 	agent, stream, limit, err := mailbox.ParseArgs(args, e.cfg.Identity)
 	if err != nil {
 		return mailbox.Result{}, err
+	}
+	if id, err := mailbox.EventIDArg(args); err != nil {
+		return mailbox.Result{}, err
+	} else if id != "" {
+		limit = 0 // the item asked for, wherever it is among them
 	}
 	replies := e.outboxReplies(ctx)
 	r, err := e.box.Owed(ctx, agent, stream, limit, replies.sent)

@@ -54,7 +54,9 @@
 // the primary's log through mempalace_event_list in pages of at most 500
 // with since_event_id cursors (Fetch), the combined Owed call and its
 // Result (the shape the CLI prints and the edge's mempalace_mailbox tool,
-// mailbox prompt and mempalace://mailbox resource answer), a Mailbox that
+// mailbox prompt and mempalace://mailbox resource answer; Bounded cuts it
+// to the tool's and the resource's byte bounds, Only gives one item
+// whole), a Mailbox that
 // remembers its last view to answer degraded while the primary is down,
 // the outbox merge (pending replies count as sent), and the identity
 // helpers (<harness>@<label>, RFC 003 §3.2; the bare-from_agent warning,

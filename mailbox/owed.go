@@ -25,6 +25,10 @@ type Result struct {
 	Count int `json:"count"`
 	// More counts owed items left out by limit.
 	More int `json:"more,omitempty"`
+	// LeftOut counts owed items left out to keep the answer within
+	// AnswerMax, and Bound says what Bounded cut ("": nothing).
+	LeftOut int    `json:"left_out,omitempty"`
+	Bound   string `json:"bound,omitempty"`
 	// Stream is the stream the asks were kept on ("": every stream), and
 	// OtherStreams how many are owed on the others (a misspelled stream
 	// is not read as an empty mailbox).
