@@ -188,7 +188,13 @@ func (s *Server) serveStream(x *exchange) {
 	if !s.holdStream(x, d, h) {
 		return
 	}
-	defer s.open.remove(h) // recheckStreams ends it on a revocation or a change of scope
+	defer func() { // recheckStreams ends it on a revocation or a change of scope
+		var freed time.Time
+		if x.entry.UpstreamStatus == http.StatusOK {
+			freed = s.Now().Add(upstreamSlotLinger)
+		}
+		s.open.done(h, freed)
+	}()
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)
 	s.serveGET(x, rebuildQuery(q), true)

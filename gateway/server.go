@@ -181,8 +181,7 @@ func (s *Server) Open() error {
 		next = s.warm
 	}
 	s.client = upstreamClient(next, callTimeout)
-	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	s.stream = upstreamClient(&http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}, 0)
+	s.stream = upstreamClient(&http.Transport{DialContext: streamDialer, DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}, 0)
 	s.writes = newWriteQueue(writeShare, writeWait)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -402,6 +401,21 @@ func (s *Server) Close() error {
 // URL, or the gateway is set up wrong (--upstream).
 func upstreamClient(next http.RoundTripper, timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: ladder.RefuseRedirects(cmp.Or(next, http.DefaultTransport))}
+}
+
+// streamDialer dials the upstream for a GET route, its connection ended
+// with a reset, not a close: a /logstream/stream relay's end then fails
+// the primary's next write at once (its next ping), which frees the
+// stream's slot there; after a close that write went through and only
+// the one after failed, 15 s later (upstreamSlotLinger). One connection
+// per request (DisableKeepAlives: serve is told to close it after its
+// answer), so no reset ever meets a request the primary is reading.
+func streamDialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // fails only on a socket already closed: nothing left to end
+	}
+	return c, err
 }
 
 // upstreamErr is a client's error from the upstream as a message may show

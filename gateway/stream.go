@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -142,34 +143,65 @@ type streamHold struct {
 	scope  string // the device's header then: its grants, agents, coordinator flag and trust
 	end    context.CancelFunc
 	opened time.Time
+	freed  time.Time // once ended: when the primary has surely freed its slot
 }
 
 // streamReplaceAge is how long a relay has been open before a stream past
 // its device's share may end it: a reconnect after sleep finds its dead
-// relays older, a device cycling streams finds its own too young (the
-// primary frees an ended stream's slot only at its next ping, about 15 s
-// later, so ending fresh ones let one device fill all 8: attack72 F1).
+// relays older, a device cycling streams finds its own too young (an
+// ended stream keeps its slot at the primary a while, upstreamSlotLinger:
+// ending fresh ones let one device fill all 8, attack72 F1).
 const streamReplaceAge = time.Minute
 
-// openStreams is the relays open now.
+// upstreamSlotLinger is how long the primary may hold a stream's slot
+// after the gateway ends its relay, so long its device's share counts
+// it (attack111 F2: a device closing its own streams, never holding
+// more than one, filled all 8). MemPalace 3.11 frees a slot only when a
+// write to the stream fails, and writes to an idle one only its ping,
+// 15 s after its last write, after a poll of up to 0.7 s. The gateway
+// ends a relay's upstream connection with a reset (streamDialer), so
+// that first ping fails; after a plain close the ping went through and
+// only the next one failed: measured against real serve, slots freed
+// 13-16 s after a reset, 22-31 s after a close. 20 s leaves a loaded
+// primary's poll its margin; TestRealStreamShareHoldsAtThePrimary checks
+// it.
+const upstreamSlotLinger = 20 * time.Second
+
+// openStreams is the relays open now, and those ended whose slot the
+// primary may still hold.
 type openStreams struct {
 	mu    sync.Mutex
 	holds []*streamHold
+	gone  []*streamHold // ended, each until its freed
 }
 
-// add holds h, letting go of its device's oldest relays that leave it
-// more than share (the caller ends them), unless one of those opened less
-// than streamReplaceAge before h: then h is not held (ok false).
-func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, ok bool) {
+// add holds h if its device's open and lingering relays leave it room
+// in share, letting go of its oldest open ones that leave it none (the
+// caller ends them); unless one of those opened less than
+// streamReplaceAge before h, or too few are open: then h is not held
+// (ok false) and retry is when the device may try again.
+func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, retry time.Duration, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	mine := slices.DeleteFunc(slices.Clone(o.holds), func(x *streamHold) bool { return x.device != h.device })
-	over = append(mine, h)[:max(len(mine)+1-share, 0)]
-	if slices.ContainsFunc(over, func(x *streamHold) bool { return h.opened.Sub(x.opened) < streamReplaceAge }) {
-		return nil, false
+	now := h.opened
+	o.gone = slices.DeleteFunc(o.gone, func(x *streamHold) bool { return !x.freed.After(now) })
+	ofDevice := func(x *streamHold) bool { return x.device != h.device }
+	mine := slices.DeleteFunc(slices.Clone(o.holds), ofDevice)
+	gone := slices.DeleteFunc(slices.Clone(o.gone), ofDevice)
+	need := max(len(mine)+len(gone)+1-share, 0)
+	if need > len(mine) || slices.ContainsFunc(mine[:need], func(x *streamHold) bool { return now.Sub(x.opened) < streamReplaceAge }) {
+		retry = streamReplaceAge
+		if len(mine) > 0 {
+			retry = mine[0].opened.Add(streamReplaceAge).Sub(now)
+		}
+		if len(gone) > 0 {
+			retry = min(retry, slices.MinFunc(gone, func(a, b *streamHold) int { return a.freed.Compare(b.freed) }).freed.Sub(now))
+		}
+		return nil, retry, false
 	}
+	over = mine[:need]
 	o.holds = append(slices.DeleteFunc(o.holds, func(x *streamHold) bool { return slices.Contains(over, x) }), h)
-	return over, true
+	return over, 0, true
 }
 
 // remove lets h go (once ended, or again: a no-op).
@@ -179,25 +211,41 @@ func (o *openStreams) remove(h *streamHold) {
 	o.mu.Unlock()
 }
 
+// done lets h go once its relay has returned, counting it against its
+// device's share until freed when the primary gave it a slot (freed not
+// zero).
+func (o *openStreams) done(h *streamHold, freed time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return x == h })
+	if !freed.IsZero() {
+		h.freed = freed
+		o.gone = append(o.gone, h)
+	}
+}
+
 func (o *openStreams) all() []*streamHold {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.holds)
 }
 
-// holdStream counts d's relay h against the device's share; over it, the
+// holdStream counts d's relay h against the device's share, with the
+// relays it ended less than upstreamSlotLinger ago; over it, the
 // device's oldest open relay is ended (logged, and the new stream's audit
-// line has rule stream:share), so one device never holds more than its
-// share and a reconnect gets its stream, though the connections it left
-// behind (a laptop that slept) still look open to the gateway; but not
-// one opened within streamReplaceAge: then h is refused 429 (false).
-// After true, s.open.remove(h) must follow.
+// line has rule stream:share), so a reconnect gets its stream, though the
+// connections it left behind (a laptop that slept) still look open to
+// the gateway; but not one opened within streamReplaceAge, nor one the
+// device's ended streams crowd out: then h is refused 429 with a
+// Retry-After (false). After true, s.open.done(h, ...) must follow.
 func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 	share := streamShare(d)
-	over, ok := s.open.add(h, share)
+	over, retry, ok := s.open.add(h, share)
 	if !ok {
 		s.quietPastFew(x, d, ruleStreamShare)
-		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream open (%d: max_streams, by default one per agent and at least 2), one opened less than %s ago: end one, wait, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, streamReplaceAge), VerdictLimited, ruleStreamShare)
+		secs := int(max(retry, time.Second).Round(time.Second) / time.Second)
+		x.w.Header().Set("Retry-After", strconv.Itoa(secs))
+		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream (%d: max_streams, by default one per agent and at least 2), counting the streams it ended in the last %s, whose slots the primary frees only then, and any opened less than %s ago is not ended for a new one: retry in %d s, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, upstreamSlotLinger, streamReplaceAge, secs), VerdictLimited, ruleStreamShare)
 		return false
 	}
 	for _, old := range over {

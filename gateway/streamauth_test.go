@@ -361,3 +361,55 @@ func TestStreamShare(t *testing.T) {
 		t.Errorf("%d ends logged, want 4, the last naming the laptop and its share of 1:\n%s", n, logged.String())
 	}
 }
+
+// attack111 F2: a stream its device ended counts against the device's
+// share until the primary has surely freed its slot (upstreamSlotLinger),
+// so a device that closes its own streams, never holding more than one
+// open, is refused 429 with a Retry-After once its ended streams fill
+// its share, and another device's stream is not refused for it. Before,
+// the share counted only streams open at the gateway: one device
+// reconnecting quickly held all 8 of the primary's slots and every other
+// device met its 503.
+func TestStreamShareCountsEndedStreams(t *testing.T) {
+	t.Parallel()
+	up := startSSE(t)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	desk := g.tokens["desk-9b21"]
+	const path = "/logstream/stream?to_agent=pi@desk"
+	for range streamShare(g.srv.cfg.Load().Device("desk-9b21")) {
+		s, code, body := g.openStream(t, desk, path)
+		if s == nil {
+			t.Fatalf("desk's stream: %d %s", code, body)
+		}
+		s.hangUp()
+		for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the gateway still holds the stream its device hung up")
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+desk)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body []byte
+	if resp.StatusCode != 200 { // a stream's body never ends
+		body, _ = io.ReadAll(resp.Body)
+	}
+	retry := resp.Header.Get("Retry-After")
+	if resp.StatusCode != http.StatusTooManyRequests || retry != "20" || !strings.Contains(string(body), "streams it ended in the last 20s") {
+		t.Fatalf("a stream while the device's ended ones hold its share: %d, Retry-After %q, %s", resp.StatusCode, retry, body)
+	}
+	if s, code, body := g.openStream(t, g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"); s == nil {
+		t.Fatalf("another device's stream: %d %s", code, body)
+	}
+	g.advance(upstreamSlotLinger)
+	if s, code, body := g.openStream(t, desk, path); s == nil {
+		t.Fatalf("desk's stream once the primary freed its slots: %d %s", code, body)
+	}
+}
