@@ -173,11 +173,14 @@ func (s *Server) serveStream(x *exchange) {
 		return
 	}
 	q, ok := s.queryStep(x, streamQuery, nil)
-	if !ok {
+	if !ok || !s.resumeStep(x, q) {
 		return
 	}
+	if to, padded := q["to_agent"]; padded {
+		q["to_agent"] = catalogue.SanitizedName(to) // as MemPalace reads it, and event_list's
+	}
 	if !d.Coordinator && !d.Grants(q["to_agent"], false) {
-		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", VerdictDeny, ruleStreamAgent)
+		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents: "+agentList(d), VerdictDeny, ruleStreamAgent)
 		return
 	}
 	raw, _ := bearer(x.r.Header.Get("Authorization")) // authenticated above
@@ -198,6 +201,37 @@ func (s *Server) serveStream(x *exchange) {
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)
 	s.serveGET(x, rebuildQuery(q), true)
+}
+
+// agentList is d's agents as a refusal names them (%+q: a look-alike
+// shows), or that it has none.
+func agentList(d *Device) string {
+	if len(d.Agents) == 0 {
+		return "it has none (the operator gives it one: device set --agents)"
+	}
+	out := make([]string, len(d.Agents))
+	for i, a := range d.Agents {
+		out[i] = fmt.Sprintf("%+q", a)
+	}
+	return strings.Join(out, ", ")
+}
+
+// resumeStep takes a Last-Event-ID header, the cursor an SSE client
+// resumes with on its own (RFC 003 §3.5), as since_event_id, which the
+// upstream is sent (the gateway sends no client header on), filtered as
+// any stream is; as the primary reads them, a since_event_id given too
+// is the cursor. A repeated header is refused 400, as a repeated
+// parameter is.
+func (s *Server) resumeStep(x *exchange, q map[string]string) bool {
+	ids := x.r.Header.Values("Last-Event-ID")
+	if len(ids) > 1 {
+		s.answerText(x, http.StatusBadRequest, fmt.Sprintf("devbox-config gateway: header Last-Event-ID given %d times (send one: the id of the last event the stream delivered)", len(ids)), VerdictDeny, ruleQuery)
+		return false
+	}
+	if len(ids) == 1 && ids[0] != "" && q["since_event_id"] == "" {
+		q["since_event_id"] = ids[0]
+	}
+	return true
 }
 
 // queryStep checks the request's query against the parameters its route

@@ -1,11 +1,116 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
+
+// TestRealStreamResumesAndSaysWhy: through the gateway in front of real
+// MemPalace serve, a stream reconnected with the standard Last-Event-ID
+// header gets the events it missed, filtered for its device (one from an
+// untrusted sender withheld), as since_event_id gets them (attack111 F1:
+// the header was dropped, and the stream tailed live only); an unknown
+// cursor is refused with the primary's own reason (F5: it was "the
+// upstream answered HTTP 400" alone); and a to_agent padded with spaces
+// streams as MemPalace's event_list reads it, stripped (F7: a 403).
+func TestRealStreamResumesAndSaysWhy(t *testing.T) {
+	u, _ := startReal(t)
+	fast := func(d Device) Device { d.ReadRate, d.WriteRate = 1e9, 1e9; return d }
+	g := newGWAt(t, []Device{
+		fast(Device{ID: "alice", Label: "alice", Read: []string{"shared"}, Agents: []string{"pi@alice"}}),
+		fast(Device{ID: "mallory", Label: "mallory", Read: []string{"shared"}, Agents: []string{"pi@mallory"}}),
+		fast(Device{ID: "dave", Label: "dave", Read: []string{"shared"}, Agents: []string{"pi@dave"}, Trusts: []string{"alice"}, Untrusted: UntrustedWithhold, MaxStreams: 6}), // the streams below stay open
+	}, u)
+	ask := func(from, body string) string {
+		t.Helper()
+		res, rpc, _ := g.call(g.tokens[from], "event_append", map[string]any{"type": "ask", "stream": "ops", "room": "desk", "from_agent": "pi@" + from, "to_agent": "pi@dave", "body": body})
+		if rpc != nil || res["event"] == nil {
+			t.Fatalf("event_append: %v %v", res, rpc)
+		}
+		return res["event"].(map[string]any)["id"].(string)
+	}
+	anchor := ask("alice", "seen before the drop")
+	ask("mallory", "EVIL while dave was away")
+	ask("alice", "good while dave was away")
+	stream := func(query string, header ...string) (int, string, *bufio.Scanner) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+"/logstream/stream?"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+g.tokens["dave"])
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Add(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b), nil
+		}
+		return 200, "", bufio.NewScanner(resp.Body)
+	}
+	// bodies reads the stream's events up to the marker, appended now.
+	bodies := func(lines *bufio.Scanner, marker string) []string {
+		t.Helper()
+		ask("alice", marker)
+		var got []string
+		for lines.Scan() {
+			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				got = append(got, data)
+				if strings.Contains(data, marker) {
+					return got
+				}
+			}
+		}
+		t.Fatalf("the stream ended before %q: %v (got %d events)", marker, lines.Err(), len(got))
+		return nil
+	}
+	missed := func(what string, got []string) {
+		t.Helper()
+		if len(got) < 2 || !strings.Contains(got[0], "good while dave was away") || strings.Contains(strings.Join(got, "\n"), "EVIL") {
+			t.Errorf("%s: want alice's missed ask first, mallory's withheld, got:\n%s", what, strings.Join(got, "\n"))
+		}
+	}
+
+	code, body, lines := stream("to_agent=pi@dave", "Last-Event-ID", anchor)
+	if lines == nil {
+		t.Fatalf("a reconnect with Last-Event-ID: %d %s", code, body)
+	}
+	missed("Last-Event-ID", bodies(lines, "marker one"))
+	code, body, lines = stream("to_agent=pi@dave&since_event_id=" + url.QueryEscape(anchor))
+	if lines == nil {
+		t.Fatalf("since_event_id: %d %s", code, body)
+	}
+	missed("since_event_id", bodies(lines, "marker two"))
+
+	for _, c := range []struct{ query, header string }{{"to_agent=pi@dave&since_event_id=evt_bad", ""}, {"to_agent=pi@dave", "evt_bad"}} {
+		code, body, _ := stream(c.query, "Last-Event-ID", c.header)
+		if code != http.StatusBadRequest || !strings.Contains(body, "since_event_id 'evt_bad' not found") {
+			t.Errorf("an unknown cursor (%q, Last-Event-ID %q): %d %s", c.query, c.header, code, body)
+		}
+	}
+	if code, body, _ := stream("to_agent=pi@dave", "Last-Event-ID", anchor, "Last-Event-ID", anchor); code != http.StatusBadRequest || !strings.Contains(body, "Last-Event-ID given 2 times") {
+		t.Errorf("a repeated Last-Event-ID: %d %s", code, body)
+	}
+
+	code, body, lines = stream("to_agent=" + url.QueryEscape(" pi@dave ") + "&since_event_id=" + url.QueryEscape(anchor))
+	if lines == nil {
+		t.Fatalf("a padded to_agent: %d %s", code, body)
+	}
+	missed("a padded to_agent", bodies(lines, "marker three"))
+	if code, body, _ := stream("to_agent=pi@alice"); code != http.StatusForbidden || !strings.Contains(body, `"pi@dave"`) {
+		t.Errorf("another agent's stream: %d %s (want 403 naming dave's agent)", code, body)
+	}
+}
 
 // TestRealStreamShareHoldsAtThePrimary: against real MemPalace serve,
 // whose 8 stream slots six other clients hold, a device that opens and

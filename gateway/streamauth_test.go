@@ -413,3 +413,27 @@ func TestStreamShareCountsEndedStreams(t *testing.T) {
 		t.Fatalf("desk's stream once the primary freed its slots: %d %s", code, body)
 	}
 }
+
+// attack111 F5: a stream the primary refuses keeps the primary's reason
+// (it was "the upstream answered HTTP 400" alone), the upstream token
+// redacted and, for a device not admin, the primary's paths cut; its 503
+// says the primary's streams are all held.
+func TestStreamRefusalKeepsTheReason(t *testing.T) {
+	t.Parallel()
+	code := http.StatusBadRequest
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"error": "since_event_id 'evt_bad' not found (%s in /srv/palace/logstream.sqlite3)"}`, upstreamToken)
+	}))
+	t.Cleanup(up.Close)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	_, status, body := g.openStream(t, g.tokens["desk-9b21"], "/logstream/stream?to_agent=pi@desk&since_event_id=evt_bad")
+	if status != 400 || !strings.Contains(body, "since_event_id 'evt_bad' not found") || strings.Contains(body, upstreamToken) || strings.Contains(body, "/srv/palace") {
+		t.Errorf("an unknown cursor: %d %s", status, body)
+	}
+	code = http.StatusServiceUnavailable
+	if _, status, body := g.openStream(t, g.tokens["desk-9b21"], "/logstream/stream?to_agent=pi@desk"); status != 503 || !strings.Contains(body, "MEMPALACE_SSE_MAX_CLIENTS") {
+		t.Errorf("the primary's streams all held: %d %s", status, body)
+	}
+}
