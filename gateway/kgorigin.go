@@ -51,7 +51,7 @@ func (s *Server) addingHeldFact(ctx context.Context, d *Device, req *rpcRequest)
 		}
 		return held
 	}
-	if req.heldNote = s.replacedHeld(d, args, facts); req.heldNote != nil {
+	if req.heldNote = s.replacedHeld(ctx, d, args, facts); req.heldNote != nil {
 		req.replaced = true // not sent (sendWrite)
 		return true
 	}
@@ -114,12 +114,12 @@ func whoseSince(d *Device, kept string, st provenance.Stamp, stamped bool) strin
 // kept) and a note. nil: it is sent as before (the old fact open; closed
 // with no other value current, an invalidate's end; or the new value
 // current already, a resend or two devices choosing one value).
-func (s *Server) supersedeHeld(d *Device, args map[string]any, facts []any) map[string]any {
+func (s *Server) supersedeHeld(ctx context.Context, d *Device, args map[string]any, facts []any) map[string]any {
 	subj, pred, old, nw := str(args["subject"]), str(args["predicate"]), str(args["old_object"]), str(args["new_object"])
 	if isCurrent(facts, subj, pred, nw) {
 		return nil
 	}
-	return s.replacedNote(d, facts, subj, pred, old, nw, "supersede", "")
+	return s.replacedNote(ctx, d, facts, subj, pred, old, nw, "supersede", "")
 }
 
 // replacedHeld decides a kg_add of a current fact (no valid_to) whose
@@ -130,17 +130,19 @@ func (s *Server) supersedeHeld(d *Device, args map[string]any, facts []any) map[
 // then went through too). Held as supersedeHeld's, unless the add starts
 // after the replacement did (its valid_from later: a value meant to be
 // current beside it). nil: it is sent.
-func (s *Server) replacedHeld(d *Device, args map[string]any, facts []any) map[string]any {
+func (s *Server) replacedHeld(ctx context.Context, d *Device, args map[string]any, facts []any) map[string]any {
 	if str(args["valid_to"]) != "" {
 		return nil // a closed fact: never a second current value
 	}
-	return s.replacedNote(d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", instant(str(args["valid_from"])))
+	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", instant(str(args["valid_from"])))
 }
 
 // replacedNote is the held answer of a write (verb) that would make nw
 // current while old, closed on the primary, has a current replacement
-// starting no earlier than from ("": any); nil when old has none.
-func (s *Server) replacedNote(d *Device, facts []any, subj, pred, old, nw, verb, from string) map[string]any {
+// starting no earlier than from ("": any); nil when old has none. A
+// resend of an op the ledger held in doubt says its first send may have
+// filed it before it was replaced (review34 R4).
+func (s *Server) replacedNote(ctx context.Context, d *Device, facts []any, subj, pred, old, nw, verb, from string) map[string]any {
 	other, ended := replacement(facts, subj, pred, old)
 	if other == nil || from > instant(str(other["valid_from"])) {
 		return nil
@@ -151,9 +153,13 @@ func (s *Server) replacedNote(d *Device, facts []any, subj, pred, old, nw, verb,
 	if verb == "add" {
 		fix = fmt.Sprintf("or, if both are meant to be current, kg_add it with a valid_from after %s", kept)
 	}
+	filed := "nothing was filed"
+	if ledger.Resent(ctx) {
+		filed = "nothing was filed by this send (its op's first send, whose answer was lost, may have filed it before it was replaced)"
+	}
 	return map[string]any{"held_by": st.Device, "valid_from_kept": kept, "already_closed": ended, "note": fmt.Sprintf(
-		"devbox-config gateway: the primary held %q closed already (ended %s) and %q current, %s, before this %s arrived (another device's supersede reached it first, or an earlier one of this device's): nothing was filed, so %q was not made current (MemPalace would have opened it beside %q: two current values); to make it the value: supersede %q with it (ending another device's fact is for an admin device), %s",
-		old, ended, cur, whoseSince(d, kept, st, stamped), verb, nw, cur, cur, fix)}
+		"devbox-config gateway: the primary held %q closed already (ended %s) and %q current, %s, before this %s arrived (another device's supersede reached it first, or an earlier one of this device's): %s, so %q was not made current (MemPalace would have opened it beside %q: two current values); to make it the value: supersede %q with it (ending another device's fact is for an admin device), %s",
+		old, ended, cur, whoseSince(d, kept, st, stamped), verb, filed, nw, cur, cur, fix)}
 }
 
 // replacement is the current value of subject and predicate that replaced

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -216,7 +217,7 @@ func replacedAdds(t *testing.T, u *upstream) {
 	if res, rpc, _ := g.call(g.tokens["desk"], "kg_supersede", map[string]any{"subject": "svc_e", "predicate": "lead", "old_object": "erin", "new_object": "gina", "at": "2026-06-02"}); rpc != nil || res["held_by"] != "laptop" {
 		t.Errorf("the desk's supersede of erin after its add: %v %v; want it held", res, rpc)
 	}
-	if cur := currentOf(t, g, "svc_e"); !slices.Equal(cur, []string{"frank"}) {
+	if cur := currentOf(t, g, "laptop", "svc_e"); !slices.Equal(cur, []string{"frank"}) {
 		t.Errorf("svc_e's current leads: %v, want frank alone", cur)
 	}
 	// Dated on or before the replacement's start: held; after it: filed.
@@ -228,7 +229,7 @@ func replacedAdds(t *testing.T, u *upstream) {
 	if res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_e", "erin", "valid_from", "2026-06-01T00:00:01Z")); rpc != nil || res["held_by"] != nil || res["success"] != true {
 		t.Errorf("an add of erin starting after frank: %v %v; want it filed", res, rpc)
 	}
-	if cur := currentOf(t, g, "svc_e"); !slices.Equal(cur, []string{"erin", "frank"}) {
+	if cur := currentOf(t, g, "laptop", "svc_e"); !slices.Equal(cur, []string{"erin", "frank"}) {
 		t.Errorf("svc_e's current leads after a later add: %v, want erin and frank", cur)
 	}
 	// Ended with nothing replacing it, or added closed: filed.
@@ -237,7 +238,7 @@ func replacedAdds(t *testing.T, u *upstream) {
 	if res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_f", "erin")); rpc != nil || res["held_by"] != nil {
 		t.Errorf("an add of a value ended with nothing replacing it: %v %v; want it filed", res, rpc)
 	}
-	if cur := currentOf(t, g, "svc_f"); !slices.Equal(cur, []string{"erin"}) {
+	if cur := currentOf(t, g, "laptop", "svc_f"); !slices.Equal(cur, []string{"erin"}) {
 		t.Errorf("svc_f's current leads: %v, want erin", cur)
 	}
 	g.mustKG("laptop", "kg_add", lead("svc_g", "erin", "valid_from", "2026-01-01"))
@@ -245,16 +246,16 @@ func replacedAdds(t *testing.T, u *upstream) {
 	if res, rpc, _ := g.call(g.tokens["desk"], "kg_add", lead("svc_g", "erin", "valid_from", "2025-01-01", "valid_to", "2025-06-01")); rpc != nil || res["held_by"] != nil {
 		t.Errorf("a closed add of a replaced value: %v %v; want it filed", res, rpc)
 	}
-	if cur := currentOf(t, g, "svc_g"); !slices.Equal(cur, []string{"frank"}) {
+	if cur := currentOf(t, g, "laptop", "svc_g"); !slices.Equal(cur, []string{"frank"}) {
 		t.Errorf("svc_g's current leads: %v, want frank", cur)
 	}
 }
 
 // currentOf is subject's current lead objects, sorted, as the primary's
-// own kg_query lists them.
-func currentOf(t *testing.T, g *gw, subject string) []string {
+// own kg_query lists them to device reader.
+func currentOf(t *testing.T, g *gw, reader, subject string) []string {
 	t.Helper()
-	res, rpc, _ := g.call(g.tokens["laptop"], "kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
+	res, rpc, _ := g.call(g.tokens[reader], "kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
 	if rpc != nil {
 		t.Fatalf("kg_query %s: %v", subject, rpc)
 	}
@@ -266,4 +267,27 @@ func currentOf(t *testing.T, g *gw, subject string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// An add whose first send filed it, its answer lost, and that another
+// device replaced before the resend, is held on the resend (no second
+// erin beside frank), and its note does not say nothing was filed: the
+// first send may have (review34 R4).
+func TestAResentAddOfAValueReplacedSinceSaysItsFirstSendMayHaveFiledIt(t *testing.T) {
+	t.Parallel()
+	g := newCuttingGateway(t, startFake(t).url)
+	lead := map[string]any{"subject": "svc_r", "predicate": "lead", "object": "erin"}
+	g.proxy.Drop("mempalace_kg_add")
+	if status, m := g.postOp(g.tokens["mal"], "mempalace_kg_add", lead, opOf('c')); status != http.StatusBadGateway {
+		t.Fatalf("a kg_add, its answer lost: %d %v", status, m)
+	}
+	g.mustKG("ops", "kg_supersede", map[string]any{"subject": "svc_r", "predicate": "lead", "old_object": "erin", "new_object": "frank", "at": "2026-06-01"})
+	status, m := g.postResend(g.tokens["mal"], "mempalace_kg_add", lead, opOf('c'))
+	res := result(m)
+	if note := str(res["note"]); status != 200 || res["held_by"] == nil || !strings.Contains(note, "its op's first send, whose answer was lost, may have filed it") || strings.Contains(note, "nothing was filed, so") {
+		t.Errorf("the resend: %d %v; want it held, its note saying the first send may have filed it", status, res)
+	}
+	if cur := currentOf(t, g.gw, "ops", "svc_r"); !slices.Equal(cur, []string{"frank"}) {
+		t.Errorf("svc_r's current leads: %v, want frank alone", cur)
+	}
 }

@@ -43,7 +43,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 			return http.StatusServiceUnavailable, nil // not sent: the op-id ledger keeps nothing
 		}
 		if t.Name == "kg_supersede" {
-			req.heldNote = s.supersedeHeld(d, req.Args, req.facts)
+			req.heldNote = s.supersedeHeld(ctx, d, req.Args, req.facts)
 			req.held, req.replaced = req.heldNote != nil, req.heldNote != nil // not sent: another value is current (supersedeHeld)
 		}
 	case "kg_add":
