@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -40,6 +41,9 @@ func callMeta(ctx context.Context, tool string) mcp.Meta {
 		}
 		if dev := outbox.QueuedAsFrom(ctx); dev != "" {
 			meta[ledger.QueuedAsKey] = dev // retried as another device: the ledger keys it under this one
+		}
+		if at := outbox.MadeAtFrom(ctx); !at.IsZero() {
+			meta[ledger.MadeAtKey] = at.UTC().Format(time.RFC3339) // a kg_add made before a replacement landed is held
 		}
 	}
 	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -51,7 +52,7 @@ func (s *Server) addingHeldFact(ctx context.Context, d *Device, req *rpcRequest)
 		}
 		return held
 	}
-	if req.heldNote = s.replacedHeld(ctx, d, args, facts); req.heldNote != nil {
+	if req.heldNote = s.replacedHeld(ctx, d, req, facts); req.heldNote != nil {
 		req.replaced = true // not sent (sendWrite)
 		return true
 	}
@@ -119,39 +120,60 @@ func (s *Server) supersedeHeld(ctx context.Context, d *Device, args map[string]a
 	if isCurrent(facts, subj, pred, nw) {
 		return nil
 	}
-	return s.replacedNote(ctx, d, facts, subj, pred, old, nw, "supersede", "")
+	return s.replacedNote(ctx, d, facts, subj, pred, old, nw, "supersede", addedAfter{})
 }
 
-// replacedHeld decides a kg_add of a current fact (no valid_to) whose
-// object the primary holds closed, replaced by another value that is
-// current (replacement): a device that filed the old value while another
-// device superseded it, each offline (attack112 F1: MemPalace filed it
-// again beside the replacement, and that device's own supersede of it
-// then went through too). Held as supersedeHeld's, unless the add starts
-// after the replacement did (its valid_from later: a value meant to be
-// current beside it). nil: it is sent.
-func (s *Server) replacedHeld(ctx context.Context, d *Device, args map[string]any, facts []any) map[string]any {
-	if str(args["valid_to"]) != "" {
-		return nil // a closed fact: never a second current value
+// replacedHeld decides a kg_add of a current fact (no valid_to, or one
+// ahead of now) whose object the primary holds closed, replaced by
+// another value that is current (replacement): a device that filed the
+// old value while another device superseded it, each offline (attack112
+// F1: MemPalace filed it again beside the replacement, and that device's
+// own supersede of it then went through too). Held as supersedeHeld's,
+// unless the add starts after the replacement did (its valid_from later)
+// and was made after the replacement landed (the op's made-at, or now
+// for a call not queued: its device could have seen it), a value meant
+// to be current beside it; an add made offline before the replacement
+// landed is held whatever its valid_from (attack113 F1). nil: it is sent.
+func (s *Server) replacedHeld(ctx context.Context, d *Device, req *rpcRequest, facts []any) map[string]any {
+	args, now := req.Args, s.Now().UTC()
+	if vt := instant(str(args["valid_to"])); vt != "" && vt <= now.Format(time.RFC3339) {
+		return nil // closed: never a second current value (attack113 F2: one ending ahead is current till then)
 	}
-	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", instant(str(args["valid_from"])))
+	params, _ := req.msg["params"].(map[string]any)
+	meta, _ := params["_meta"].(map[string]any)
+	made, err := time.Parse(time.RFC3339, str(meta[ledger.MadeAtKey]))
+	if err != nil {
+		made = now // not queued (a live call), or a build that sends no made-at
+	}
+	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", addedAfter{instant(str(args["valid_from"])), made})
+}
+
+// addedAfter is what lets an add of a replaced value be filed beside its
+// replacement: it starts after the replacement did (from), and was made
+// after the replacement landed on the primary (made).
+type addedAfter struct {
+	from string
+	made time.Time
 }
 
 // replacedNote is the held answer of a write (verb) that would make nw
 // current while old, closed on the primary, has a current replacement
-// starting no earlier than from ("": any); nil when old has none. A
-// resend of an op the ledger held in doubt says its first send may have
-// filed it before it was replaced (review34 R4).
-func (s *Server) replacedNote(ctx context.Context, d *Device, facts []any, subj, pred, old, nw, verb, from string) map[string]any {
+// (nil when old has none, or, for an add, when after lets it be filed
+// beside it). A resend of an op the ledger held in doubt says its first
+// send may have filed it before it was replaced (review34 R4).
+func (s *Server) replacedNote(ctx context.Context, d *Device, facts []any, subj, pred, old, nw, verb string, after addedAfter) map[string]any {
 	other, ended := replacement(facts, subj, pred, old)
-	if other == nil || from > instant(str(other["valid_from"])) {
+	if other == nil {
 		return nil
 	}
 	cur, kept := str(other["object"]), str(other["valid_from"])
 	st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, cur, kept, ""))
+	if after.from > instant(kept) && (!stamped || !after.made.Before(st.At)) {
+		return nil
+	}
 	fix := "or kg_add it if both are meant to be current"
 	if verb == "add" {
-		fix = fmt.Sprintf("or, if both are meant to be current, kg_add it with a valid_from after %s", kept)
+		fix = fmt.Sprintf("or, if both are meant to be current, kg_add it with a valid_from after %s (made offline before that value reached the primary, an add is held whatever its valid_from)", kept)
 	}
 	filed := "nothing was filed"
 	if ledger.Resent(ctx) {

@@ -3,12 +3,16 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // Two devices supersede one fact (alice -> bob on one, alice -> carol on
@@ -289,5 +293,49 @@ func TestAResentAddOfAValueReplacedSinceSaysItsFirstSendMayHaveFiledIt(t *testin
 	}
 	if cur := currentOf(t, g.gw, "ops", "svc_r"); !slices.Equal(cur, []string{"frank"}) {
 		t.Errorf("svc_r's current leads: %v, want frank alone", cur)
+	}
+}
+
+// An add made offline before the replacement of its value landed is held
+// whatever its valid_from (attack113 F1: an offline device's add dated
+// now, after the other device's supersede, was filed beside it); made
+// after it landed, and starting after it, it files. An add ending ahead
+// of now is current till then, so it is held too (attack113 F2).
+func TestAnAddMadeBeforeTheReplacementLandedIsHeldWhateverItsDates(t *testing.T) {
+	t.Parallel()
+	g := newGWAt(t, []Device{
+		{ID: "laptop", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+		{ID: "desk", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+	}, startFake(t))
+	g.withLedger()
+	g.mustKG("laptop", "kg_add", map[string]any{"subject": "svc_o", "predicate": "lead", "object": "erin", "valid_from": "2026-01-01"})
+	g.mustKG("laptop", "kg_supersede", map[string]any{"subject": "svc_o", "predicate": "lead", "old_object": "erin", "new_object": "frank", "at": "2026-06-01"})
+	addMade := func(made time.Time, args map[string]any, op byte) map[string]any {
+		t.Helper()
+		args = maps.Clone(args)
+		args["subject"], args["predicate"], args["object"] = "svc_o", "lead", "erin"
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+			"name": "mempalace_kg_add", "arguments": args, "_meta": map[string]any{ledger.MetaKey: opOf(op), ledger.MadeAtKey: made.Format(time.RFC3339)}}})
+		status, m := g.post(g.tokens["desk"], string(b))
+		if status != 200 {
+			t.Fatalf("kg_add: %d %v", status, m)
+		}
+		return result(m)
+	}
+	later := map[string]any{"valid_from": "2026-11-30T11:00:00Z"} // after frank's start
+	if res := addMade(g.clock().Add(-time.Hour), later, 'a'); res["held_by"] != "laptop" {
+		t.Errorf("an add made an hour before frank landed, dated after frank: %v, want it held", res)
+	}
+	if res := addMade(g.clock().Add(-time.Hour), map[string]any{"valid_to": "2027-06-01"}, 'b'); res["held_by"] != "laptop" {
+		t.Errorf("an add ending ahead of now: %v, want it held", res)
+	}
+	if cur := currentOf(t, g, "laptop", "svc_o"); !slices.Equal(cur, []string{"frank"}) {
+		t.Errorf("svc_o's current leads: %v, want frank alone", cur)
+	}
+	if res := addMade(g.clock().Add(time.Minute), later, 'c'); res["held_by"] != nil || res["success"] != true {
+		t.Errorf("an add made after frank landed, dated after frank: %v, want it filed", res)
+	}
+	if cur := currentOf(t, g, "laptop", "svc_o"); !slices.Equal(cur, []string{"erin", "frank"}) {
+		t.Errorf("svc_o's current leads: %v, want erin and frank", cur)
 	}
 }

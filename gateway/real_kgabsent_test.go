@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,10 +205,11 @@ func TestRealAnOfflineAddRacingAnotherDevicesSupersedeLeavesOneCurrentValue(t *t
 		{ID: "desk", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write", ReadRate: 1e9, WriteRate: 1e9},
 	}, u)
 	g.withLedger()
+	g.srv.Now = time.Now // the edges' clocks: an add's made-at is compared with when a replacement landed
 	url, offline := g.http.URL+"/mcp", "http://127.0.0.1:1/mcp"
-	current := func() []string {
+	current := func(subject string) []string {
 		var out []string
-		res := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "svc_delta", "direction": "outgoing"})
+		res := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
 		for _, x := range res["facts"].([]any) {
 			if f := x.(map[string]any); f["current"] == true {
 				out = append(out, str(f["object"]))
@@ -215,21 +217,37 @@ func TestRealAnOfflineAddRacingAnotherDevicesSupersedeLeavesOneCurrentValue(t *t
 		}
 		return out
 	}
-	lead := func(s *mcp.ClientSession, to string) string {
-		edgeCall(t, s, "kg_add", map[string]any{"subject": "svc_delta", "predicate": "lead", "object": "erin"})
-		op, _ := edgeCall(t, s, "kg_supersede", map[string]any{"subject": "svc_delta", "predicate": "lead", "old_object": "erin", "new_object": to})["edge"].(map[string]any)["op_id"].(string)
+	// svc_eps: desk's add dated now, after laptop's supersede was made
+	// (attack113 F1: filed beside frank, its valid_from later than his).
+	lead := func(s *mcp.ClientSession, subject, to string, dated bool) string {
+		add := map[string]any{"subject": subject, "predicate": "lead", "object": "erin"}
+		if dated {
+			time.Sleep(1100 * time.Millisecond) // a second past laptop's supersede
+			add["valid_from"] = time.Now().UTC().Format(time.RFC3339)
+		}
+		edgeCall(t, s, "kg_add", add)
+		op, _ := edgeCall(t, s, "kg_supersede", map[string]any{"subject": subject, "predicate": "lead", "old_object": "erin", "new_object": to})["edge"].(map[string]any)["op_id"].(string)
 		return op
 	}
 	laptop, desk := realpalace.New(t), realpalace.New(t)
+	subjects := []string{"svc_delta", "svc_eps"}
 	s, stop := serveEdgeStop(t, edgeConfig(offline, g.tokens["laptop"], laptop))
-	lead(s, "frank")
+	for _, subj := range subjects {
+		lead(s, subj, "frank", false)
+	}
 	stop()
 	s, stop = serveEdgeStop(t, edgeConfig(offline, g.tokens["desk"], desk))
-	op := lead(s, "gina")
+	var deskOps []string
+	for _, subj := range subjects {
+		deskOps = append(deskOps, lead(s, subj, "gina", subj == "svc_eps"))
+	}
 	stop()
 
 	serveEdgeStop(t, edgeConfig(url, g.tokens["laptop"], laptop))
-	waitUntil(t, "laptop's supersede on the primary", func() bool { c := current(); return len(c) == 1 && c[0] == "frank" })
+	waitUntil(t, "laptop's supersedes on the primary", func() bool {
+		c, e := current("svc_delta"), current("svc_eps")
+		return len(c) == 1 && c[0] == "frank" && len(e) == 1 && e[0] == "frank"
+	})
 	serveEdgeStop(t, edgeConfig(url, g.tokens["desk"], desk))
 	ob, err := outbox.Open(filepath.Join(desk.Dir, "edge", outbox.FileName), "", "")
 	if err != nil {
@@ -240,7 +258,7 @@ func TestRealAnOfflineAddRacingAnotherDevicesSupersedeLeavesOneCurrentValue(t *t
 		n, _, err := ob.Pending(context.Background())
 		return err == nil && n == 0
 	})
-	ops, err := ob.List(context.Background(), 10, outbox.Done)
+	ops, err := ob.List(context.Background(), 20, outbox.Done)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,14 +267,16 @@ func TestRealAnOfflineAddRacingAnotherDevicesSupersedeLeavesOneCurrentValue(t *t
 		got = append(got, o.Tool+": "+string(o.Error))
 		if f := outbox.FailureOf(o.Error); f.Kind == outbox.AlreadyCurrent && strings.Contains(f.Message, `"frank" current`) {
 			held++
-		} else if o.ID == op {
+		} else if slices.Contains(deskOps, o.ID) {
 			t.Errorf("desk's supersede: %s, want held naming frank", o.Error)
 		}
 	}
-	if held != 2 {
-		t.Errorf("desk's done ops %q: %d held naming frank, want its add and its supersede", got, held)
+	if held != 4 {
+		t.Errorf("desk's done ops %q: %d held naming frank, want its adds and its supersedes", got, held)
 	}
-	if c := current(); len(c) != 1 || c[0] != "frank" {
-		t.Errorf("svc_delta's current leads on the primary after both flushed: %v, want frank alone", c)
+	for _, subj := range subjects {
+		if c := current(subj); len(c) != 1 || c[0] != "frank" {
+			t.Errorf("%s's current leads on the primary after both flushed: %v, want frank alone", subj, c)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tidwall/sjson"
 
@@ -355,6 +356,9 @@ func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage)
 		}
 		ctx = context.WithValue(ctx, baseCtxKey, base) // "" (none, or retried to overwrite): no check
 	}
+	if rec.Name == "kg_add" {
+		ctx = context.WithValue(ctx, madeAtCtxKey, op.CreatedAt)
+	}
 	as, err := querierMeta(ctx, f.S.flushDB, queuedAsKey(op.ID))
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the device it was queued as: %w", ErrNotSent, err)
@@ -363,6 +367,15 @@ func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage)
 		ctx = context.WithValue(ctx, queuedAsCtxKey, as)
 	}
 	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
+}
+
+// MadeAtFrom is, for the send of a kg_add op, when the op was made (zero
+// for any other call): the Primary puts it in
+// params._meta["devbox-config/made-at"], so a gateway tells an add made
+// before a replacement of its value landed from one made after.
+func MadeAtFrom(ctx context.Context) time.Time {
+	t, _ := ctx.Value(madeAtCtxKey).(time.Time)
+	return t
 }
 
 // QueuedAsFrom is, for the send of an op a retry sends as another device
@@ -403,6 +416,7 @@ const (
 	replayItemsKey
 	baseCtxKey
 	queuedAsCtxKey
+	madeAtCtxKey
 )
 
 // WithReplay marks an edge's add_drawer its local palace answered

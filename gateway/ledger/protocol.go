@@ -25,6 +25,12 @@ const (
 	// devbox, or a copy of one). The ledger keys the op under that
 	// device, so that it is filed once whichever machine sends it.
 	QueuedAsKey = "devbox-config/queued-as"
+	// MadeAtKey is the params._meta member of a queued kg_add: when its
+	// op was made, by the edge's clock (RFC 3339, UTC). A gateway files
+	// an add of a value replaced on the primary beside its replacement
+	// only when the add was made after the replacement landed (the
+	// device could have seen it), not when it was made offline before.
+	MadeAtKey = "devbox-config/made-at"
 	// ReplayedKey is the result._meta member (true) a gateway adds to an
 	// answer the ledger gave from its record ([OutcomeReplayed]): the
 	// write landed when the op id was first sent, not now.
