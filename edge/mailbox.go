@@ -39,6 +39,7 @@ func (e *Edge) addMailbox() {
 			if err != nil {
 				return nil, err
 			}
+			e.toldByMailbox(r.Agent, r.Owed) // Text lists every one
 			return &mcp.GetPromptResult{Description: mailbox.PromptDescription, Messages: []*mcp.PromptMessage{
 				{Role: "user", Content: &mcp.TextContent{Text: r.Text()}},
 			}}, nil
@@ -49,10 +50,12 @@ func (e *Edge) addMailbox() {
 			if err != nil {
 				return nil, err
 			}
-			b, err := json.MarshalIndent(mailbox.Bounded(r), "", "  ")
+			shown := mailbox.Bounded(r)
+			b, err := json.MarshalIndent(shown, "", "  ")
 			if err != nil {
 				return nil, err
 			}
+			e.toldByMailbox(shown.Agent, shown.Owed)
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: mailbox.ResourceURI, MIMEType: mailbox.ResourceMIMEType, Text: string(mailbox.PrintableJSON(b))}}}, nil
 		})
 }
@@ -73,15 +76,19 @@ func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, e
 		if err != nil {
 			return errorResult(err.Error(), nil), nil
 		}
+		e.toldByMailbox(one.Agent, one.Owed)
 		return mailbox.ToolResult(one) // whole: the agent asked for it
 	}
-	return mailbox.ToolResult(mailbox.Bounded(r))
+	shown := mailbox.Bounded(r)
+	e.toldByMailbox(shown.Agent, shown.Owed)
+	return mailbox.ToolResult(shown)
 }
 
 // owed derives the agent's owed set, counting its replies still on their
 // way in the outbox as sent (outboxReplies); offline, from the last view
 // (degraded). An ask whose reply is stuck in the outbox says so in its
-// why. The asks it lists for the session's agent count as told.
+// why. Its callers count as told (toldByMailbox) only the asks their
+// answer shows: an event_id or the 64 KB bound leaves the others noted.
 func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, error) {
 	agent, stream, limit, err := mailbox.ParseArgs(args, e.cfg.Identity)
 	if err != nil {
@@ -97,7 +104,6 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 	if err != nil {
 		return r, fmt.Errorf("the mailbox could not be read: %w", err)
 	}
-	e.toldByMailbox(agent, r.Owed)
 	replies.MarkStuck(agent, r.Owed)
 	if p := e.identityProblem(agent); p != "" {
 		r.Warnings = append(r.Warnings, p)

@@ -681,3 +681,41 @@ func TestAMailboxAnswerOfAnotherStreamCarriesTheNote(t *testing.T) {
 		t.Errorf("mempalace_mailbox of another stream: %s, notes %q (want the ask unlisted, and noted)", mustJSON(m), notesOf(res))
 	}
 }
+
+// A mailbox answer for one event_id shows that ask only: a new ask it does
+// not show keeps its note (review34 R1).
+func TestAMailboxAnswerOfOneEventCarriesTheOthersNote(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{mailboxPoll: 100 * time.Millisecond, wakeWait: 10 * time.Second})
+	old := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "old ask")
+	h.call("mailbox", map[string]any{}) // told of the old one
+	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "bump the version")
+	h.eventually("the new ask noted for the next tool answer", func() bool { return h.edge.notePending(context.Background()) })
+	m, res := h.call("mailbox", map[string]any{"event_id": old})
+	if !strings.Contains(mustJSON(m), old) || strings.Contains(mustJSON(m), id) || !strings.Contains(notesOf(res), id) {
+		t.Errorf("mempalace_mailbox(event_id=old): %.300s, notes %q (want the old ask listed, the new one unlisted, and noted)", mustJSON(m), notesOf(res))
+	}
+}
+
+// An ask the 64 KB bound leaves out of a mailbox answer is not shown, so
+// it keeps its note (review34 R1).
+func TestAnAskTheBoundLeavesOutKeepsItsNote(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{mailboxPoll: 100 * time.Millisecond, wakeWait: 10 * time.Second})
+	big := strings.Repeat("x", 3000)
+	for range 49 {
+		askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", big)
+	}
+	h.eventually("the 49 asks read", func() bool {
+		h.edge.wk.mu.Lock()
+		defer h.edge.wk.mu.Unlock()
+		return len(h.edge.wk.view.Asks) == 49
+	})
+	h.call("status", map[string]any{}) // told of them
+	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", big+"NEW")
+	h.eventually("the new ask noted", func() bool { return h.edge.notePending(context.Background()) })
+	m, res := h.call("mailbox", map[string]any{})
+	if left, _ := m["left_out"].(float64); left == 0 || strings.Contains(mustJSON(m), id) || !strings.Contains(notesOf(res), id) {
+		t.Errorf("mempalace_mailbox: left_out %v, new ask listed %v, notes %.300q (want it left out, and noted)", m["left_out"], strings.Contains(mustJSON(m), id), notesOf(res))
+	}
+}
