@@ -193,3 +193,23 @@ func TestAnOfflineKGReadForgetsAHeldWriteTheAgentSettled(t *testing.T) {
 		t.Errorf("an offline read after the held write was settled: %v", got["edge"])
 	}
 }
+
+// A later write the primary took of the same subject and predicate but
+// another value (dave added beside bob) does not settle the held
+// supersede: an offline read still names carol as not filed (review34
+// R5: any later write of the subject and predicate hid it).
+func TestAnOfflineKGReadStillNamesAHeldWriteAfterAnotherValue(t *testing.T) {
+	t.Parallel()
+	h, _ := heldSupersede(t)
+	if _, res := h.call("kg_add", map[string]any{"subject": "svc_a", "predicate": "owner", "object": "dave"}); res.IsError {
+		t.Fatalf("kg_add refused: %s", refusalText(res))
+	}
+	h.drained()
+	h.srv.Stop()
+	got, _ := h.call("kg_query", map[string]any{"entity": "svc_a"})
+	ed, _ := got["edge"].(map[string]any)
+	held, _ := ed["not_filed"].([]any)
+	if ed["source"] != "local" || len(held) != 1 || held[0].(map[string]any)["object"] != "carol" {
+		t.Errorf("an offline read after another value was added: edge %v (want carol named not filed)", ed)
+	}
+}

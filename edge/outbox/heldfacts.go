@@ -27,46 +27,58 @@ type HeldFact struct {
 
 // HeldFacts are the held KG writes (HeldFact) the outbox keeps whose
 // subject or object is entity (any for one with no id), as UnsentFacts
-// matches, oldest first; save those a later KG write of this outbox of
-// the same subject and predicate followed that the gateway did not hold
-// (the primary's value is this device's since). A local KG read names
-// them: the local palace holds their value as written.
+// matches, oldest first; save those a later KG write of this outbox
+// settled: one the gateway did not hold, of the same subject and
+// predicate, that names the held value (an add or supersede that made it
+// current on the primary, or a supersede or invalidate the primary took
+// that ended it). A later write of another value leaves it named: the
+// local palace still holds the held value as written, the primary does
+// not.
 func (s *Store) HeldFacts(ctx context.Context, entity string) ([]HeldFact, error) {
-	type row struct {
-		seq            int64
-		id, tool, args string
-		held           bool
-		res            string
-	}
-	rows, err := queryAll(ctx, s.db, func(r rowScanner) (row, error) {
-		var x row
-		return x, r.Scan(&x.seq, &x.id, &x.tool, &x.args, &x.held, &x.res)
-	}, `SELECT local_seq, op_id, tool_name, payload_json, `+closedOps+`, COALESCE(result_json, '') FROM ops
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (kgRow, error) {
+		var x kgRow
+		var args, res string
+		if err := r.Scan(&x.id, &x.tool, &args, &x.held, &res); err != nil {
+			return x, err
+		}
+		x.args, x.res = gjson.Parse(args), gjson.Parse(res)
+		x.sp = catalogue.EntityID(x.args.Get("subject").Str) + "/" + catalogue.PredicateID(x.args.Get("predicate").Str)
+		return x, nil
+	}, `SELECT op_id, tool_name, payload_json, `+closedOps+`, COALESCE(result_json, '') FROM ops
 		WHERE state='done' AND tool_name IN ('mempalace_kg_add','mempalace_kg_supersede','mempalace_kg_invalidate')
 		AND local_seq >= COALESCE((SELECT min(local_seq) FROM ops WHERE `+closedOps+`), 1e18) ORDER BY local_seq`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: the held KG writes: %w", err)
 	}
-	key := func(args string) string {
-		a := gjson.Parse(args)
-		return catalogue.EntityID(a.Get("subject").Str) + "/" + catalogue.PredicateID(a.Get("predicate").Str)
+	settled := map[string]int{} // the last unheld write naming each subject/predicate/value, by row
+	for i, x := range rows {
+		for _, o := range x.args.Get("[object,old_object,new_object]").Array() {
+			if !x.held && o.Type == gjson.String {
+				settled[x.sp+"/"+catalogue.EntityID(o.Str)] = i
+			}
+		}
 	}
 	id := catalogue.EntityID(entity)
 	var held []HeldFact
 	for i, x := range rows {
-		res := gjson.Parse(x.res)
-		if !x.held || !res.Get("held_by").Exists() || x.tool == catalogue.Prefix+"kg_invalidate" {
+		a, res := x.args, x.res
+		object := cmp.Or(a.Get("new_object").Str, a.Get("object").Str)
+		if !x.held || !res.Get("held_by").Exists() || x.tool == catalogue.Prefix+"kg_invalidate" || settled[x.sp+"/"+catalogue.EntityID(object)] > i {
 			continue
 		}
-		if slices.ContainsFunc(rows[i+1:], func(l row) bool { return !l.held && key(l.args) == key(x.args) }) {
-			continue // followed by a write the primary took
-		}
-		a := gjson.Parse(x.args)
 		if id != "" && !slices.ContainsFunc(a.Get("[subject,object,old_object,new_object]").Array(), func(v gjson.Result) bool { return v.Type == gjson.String && catalogue.EntityID(v.Str) == id }) {
 			continue
 		}
 		held = append(held, HeldFact{ID: x.id, Tool: x.tool, Subject: a.Get("subject").Str, Predicate: a.Get("predicate").Str,
-			Object: cmp.Or(a.Get("new_object").Str, a.Get("object").Str), HeldBy: res.Get("held_by").Str, ValidFromKept: res.Get("valid_from_kept").Str, Note: res.Get("note").Str})
+			Object: object, HeldBy: res.Get("held_by").Str, ValidFromKept: res.Get("valid_from_kept").Str, Note: res.Get("note").Str})
 	}
 	return held, nil
+}
+
+// kgRow is a done KG write HeldFacts reads, its payload and answer
+// parsed once; sp is its subject and predicate, as ids.
+type kgRow struct {
+	id, tool, sp string
+	args, res    gjson.Result
+	held         bool
 }
