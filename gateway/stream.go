@@ -138,12 +138,13 @@ func streamShare(d *Device) int {
 // streamHold is one open /logstream/stream relay and what it was
 // authorized under, so that a change of either ends it (recheckStreams).
 type streamHold struct {
-	device string
-	token  string // the bearer presented, authenticated again as the config and the clock move
-	scope  string // the device's header then: its grants, agents, coordinator flag and trust
-	end    context.CancelFunc
-	opened time.Time
-	freed  time.Time // once ended: when the primary has surely freed its slot
+	device   string
+	token    string // the bearer presented, authenticated again as the config and the clock move
+	scope    string // the device's header then: its grants, agents, coordinator flag and trust
+	end      context.CancelFunc
+	opened   time.Time
+	freed    time.Time // once ended: when the primary has surely freed its slot
+	replaced bool      // ended for its device's new stream, which took its place (openStreams.mu)
 }
 
 // streamReplaceAge is how long a relay has been open before a stream past
@@ -175,33 +176,74 @@ type openStreams struct {
 	gone  []*streamHold // ended, each until its freed
 }
 
+// shareFull is why a device's stream was refused: when it may try
+// again, and how many of its ended streams still count (0: its open
+// streams alone hold its share).
+type shareFull struct {
+	retry time.Duration
+	ended int
+}
+
 // add holds h if its device's open and lingering relays leave it room
 // in share, letting go of its oldest open ones that leave it none (the
-// caller ends them); unless one of those opened less than
-// streamReplaceAge before h, or too few are open: then h is not held
-// (ok false) and retry is when the device may try again.
-func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, retry time.Duration, ok bool) {
+// caller ends them; each hands its place in the share to h, review34
+// R3); unless one of those opened less than streamReplaceAge before h,
+// or too few are open: then h is not held (ok false).
+func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, full shareFull, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := h.opened
 	o.gone = slices.DeleteFunc(o.gone, func(x *streamHold) bool { return !x.freed.After(now) })
 	ofDevice := func(x *streamHold) bool { return x.device != h.device }
 	mine := slices.DeleteFunc(slices.Clone(o.holds), ofDevice)
+	slices.SortStableFunc(mine, func(a, b *streamHold) int { return a.opened.Compare(b.opened) })
 	gone := slices.DeleteFunc(slices.Clone(o.gone), ofDevice)
-	need := max(len(mine)+len(gone)+1-share, 0)
-	if need > len(mine) || slices.ContainsFunc(mine[:need], func(x *streamHold) bool { return now.Sub(x.opened) < streamReplaceAge }) {
-		retry = streamReplaceAge
-		if len(mine) > 0 {
-			retry = mine[0].opened.Add(streamReplaceAge).Sub(now)
-		}
-		if len(gone) > 0 {
-			retry = min(retry, slices.MinFunc(gone, func(a, b *streamHold) int { return a.freed.Compare(b.freed) }).freed.Sub(now))
-		}
-		return nil, retry, false
+	need, ok := admits(mine, gone, share, now)
+	if !ok {
+		return nil, shareFull{retry: untilAdmitted(mine, gone, share, now), ended: len(gone)}, false
 	}
 	over = mine[:need]
+	for _, x := range over {
+		x.replaced = true
+	}
 	o.holds = append(slices.DeleteFunc(o.holds, func(x *streamHold) bool { return slices.Contains(over, x) }), h)
-	return over, 0, true
+	return over, shareFull{}, true
+}
+
+// admits is whether a device's open relays (mine, oldest first) and
+// ended ones (gone) leave room at t for one more, and how many of its
+// oldest open ones it ends for it (need): it ends none opened less than
+// streamReplaceAge before t.
+func admits(mine, gone []*streamHold, share int, t time.Time) (need int, ok bool) {
+	lingering := 0
+	for _, x := range gone {
+		if x.freed.After(t) {
+			lingering++
+		}
+	}
+	need = max(len(mine)+lingering+1-share, 0)
+	return need, need <= len(mine) && (need == 0 || !t.Before(mine[need-1].opened.Add(streamReplaceAge)))
+}
+
+// untilAdmitted is how long from now until admits holds for the relays
+// as they are: at an ended one's freed, or an open one's turning
+// streamReplaceAge old (review34 R2: it was the oldest open one's, past
+// already for a relay a minute old, so a 429 said 1 s for a 20 s wait).
+func untilAdmitted(mine, gone []*streamHold, share int, now time.Time) time.Duration {
+	var at []time.Time
+	for _, x := range gone {
+		at = append(at, x.freed)
+	}
+	for _, x := range mine {
+		at = append(at, x.opened.Add(streamReplaceAge))
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	for _, t := range at {
+		if _, ok := admits(mine, gone, share, t); ok && t.After(now) {
+			return t.Sub(now)
+		}
+	}
+	return streamReplaceAge // not reached: a share is at least 1
 }
 
 // remove lets h go (once ended, or again: a no-op).
@@ -213,12 +255,18 @@ func (o *openStreams) remove(h *streamHold) {
 
 // done lets h go once its relay has returned, counting it against its
 // device's share until freed when the primary gave it a slot (freed not
-// zero).
+// zero), unless add ended it for its device's new stream, which counts
+// in its place (a laptop back from sleep gets all its streams back at
+// once). Its slot at the primary is free within upstreamSlotLinger, and
+// the relays so ended in any upstreamSlotLinger were all open at its
+// start, each being streamReplaceAge old, longer: at most the share. So
+// a device holds at most twice its share of the primary's slots, and
+// that only just after it ends streams a minute old (attack111 F2).
 func (o *openStreams) done(h *streamHold, freed time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return x == h })
-	if !freed.IsZero() {
+	if !freed.IsZero() && !h.replaced {
 		h.freed = freed
 		o.gone = append(o.gone, h)
 	}
@@ -237,15 +285,20 @@ func (o *openStreams) all() []*streamHold {
 // connections it left behind (a laptop that slept) still look open to
 // the gateway; but not one opened within streamReplaceAge, nor one the
 // device's ended streams crowd out: then h is refused 429 with a
-// Retry-After (false). After true, s.open.done(h, ...) must follow.
+// Retry-After, the time until a stream would get through (false). After
+// true, s.open.done(h, ...) must follow.
 func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 	share := streamShare(d)
-	over, retry, ok := s.open.add(h, share)
+	over, full, ok := s.open.add(h, share)
 	if !ok {
 		s.quietPastFew(x, d, ruleStreamShare)
-		secs := int(max(retry, time.Second).Round(time.Second) / time.Second)
+		secs := int(max(full.retry, time.Second).Round(time.Second) / time.Second)
 		x.w.Header().Set("Retry-After", strconv.Itoa(secs))
-		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream (%d: max_streams, by default one per agent and at least 2), counting the streams it ended in the last %s, whose slots the primary frees only then, and any opened less than %s ago is not ended for a new one: retry in %d s, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, upstreamSlotLinger, streamReplaceAge, secs), VerdictLimited, ruleStreamShare)
+		held := fmt.Sprintf("all of them open, one it would end for the new one opened less than %s ago (a stream is ended for its device's new one only once that old)", streamReplaceAge)
+		if full.ended > 0 {
+			held = fmt.Sprintf("counting the %d streams it ended in the last %s, whose slots the primary frees only then, and any opened less than %s ago is not ended for a new one", full.ended, upstreamSlotLinger, streamReplaceAge)
+		}
+		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream (%d: max_streams, by default one per agent and at least 2), %s: retry in %d s, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, held, secs), VerdictLimited, ruleStreamShare)
 		return false
 	}
 	for _, old := range over {

@@ -388,22 +388,8 @@ func TestStreamShareCountsEndedStreams(t *testing.T) {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+desk)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body []byte
-	if resp.StatusCode != 200 { // a stream's body never ends
-		body, _ = io.ReadAll(resp.Body)
-	}
-	retry := resp.Header.Get("Retry-After")
-	if resp.StatusCode != http.StatusTooManyRequests || retry != "20" || !strings.Contains(string(body), "streams it ended in the last 20s") {
-		t.Fatalf("a stream while the device's ended ones hold its share: %d, Retry-After %q, %s", resp.StatusCode, retry, body)
+	if code, retry, body := g.refusedStream(t, desk, path); code != http.StatusTooManyRequests || retry != "20" || !strings.Contains(body, "streams it ended in the last 20s") {
+		t.Fatalf("a stream while the device's ended ones hold its share: %d, Retry-After %q, %s", code, retry, body)
 	}
 	if s, code, body := g.openStream(t, g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"); s == nil {
 		t.Fatalf("another device's stream: %d %s", code, body)
@@ -411,6 +397,104 @@ func TestStreamShareCountsEndedStreams(t *testing.T) {
 	g.advance(upstreamSlotLinger)
 	if s, code, body := g.openStream(t, desk, path); s == nil {
 		t.Fatalf("desk's stream once the primary freed its slots: %d %s", code, body)
+	}
+}
+
+// refusedStream asks for a stream that should be refused: its status,
+// Retry-After and body (a 200's body, a stream, is not read).
+func (g *gw) refusedStream(t *testing.T, token, path string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body []byte
+	if resp.StatusCode != 200 {
+		body, _ = io.ReadAll(resp.Body)
+	}
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+}
+
+// review34 R2: a 429's Retry-After is the time until the device's next
+// stream gets through, here when its ended streams' slots free (20 s).
+// Before, it was counted from the device's oldest open stream: past
+// already for one a few minutes old, so "Retry-After: 1" for a 20 s wait.
+func TestStreamShareRetryAfterWithAnOldStreamOpen(t *testing.T) {
+	t.Parallel()
+	up := startSSE(t)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	desk := g.tokens["desk-9b21"]
+	const path = "/logstream/stream?to_agent=pi@desk"
+	share := func(n int) {
+		t.Helper()
+		g.saveConfig(t, func(c *Config) { c.Device("desk-9b21").MaxStreams = n })
+		if err := g.srv.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	share(3)
+	old, code, body := g.openStream(t, desk, path)
+	if old == nil {
+		t.Fatalf("desk's stream: %d %s", code, body)
+	}
+	g.advance(5 * time.Minute)
+	for range 2 {
+		s, code, body := g.openStream(t, desk, path)
+		if s == nil {
+			t.Fatalf("desk's stream: %d %s", code, body)
+		}
+		s.hangUp()
+		for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > 1; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the gateway still holds the stream its device hung up")
+			}
+		}
+	}
+	share(2)
+	if code, retry, body := g.refusedStream(t, desk, path); code != http.StatusTooManyRequests || retry != "20" {
+		t.Fatalf("a stream with one old stream open and two just ended, share 2: %d, Retry-After %q (want 429, 20), %s", code, retry, body)
+	}
+	g.advance(upstreamSlotLinger)
+	if s, code, body := g.openStream(t, desk, path); s == nil {
+		t.Fatalf("desk's stream after the Retry-After: %d %s", code, body)
+	}
+}
+
+// review34 R3: a laptop back from sleep, its share of 2 held by
+// connections a minute old, gets both its streams back at once: a stream
+// the gateway ended for its device's new one hands its place in the share
+// to it. Before, the first reconnect's ended stream counted for 20 s and
+// the second agent's reconnect was refused 429. The share still holds:
+// a third stream, its two fresh, is refused (attack111 F2), told its
+// open streams hold the share and to retry once they are a minute old.
+func TestStreamShareWakeUpGetsEveryStreamBack(t *testing.T) {
+	t.Parallel()
+	up := startSSE(t)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	laptop := g.tokens["laptop-7f3a"]
+	const path = "/logstream/stream?to_agent=opencode@laptop"
+	var asleep []*clientStream
+	for range 2 {
+		s, code, body := g.openStream(t, laptop, path)
+		if s == nil {
+			t.Fatalf("laptop's stream: %d %s", code, body)
+		}
+		asleep = append(asleep, s)
+	}
+	g.advance(streamReplaceAge)
+	for i, old := range asleep {
+		if s, code, body := g.openStream(t, laptop, path); s == nil {
+			t.Fatalf("laptop's reconnect %d after sleep: %d %s", i+1, code, body)
+		}
+		old.ended(t, time.Now(), 5*time.Second)
+	}
+	if code, retry, body := g.refusedStream(t, laptop, path); code != http.StatusTooManyRequests || retry != "60" || !strings.Contains(body, "all of them open") {
+		t.Fatalf("a third stream, its two fresh: %d, Retry-After %q (want 429, 60, all open), %s", code, retry, body)
 	}
 }
 
