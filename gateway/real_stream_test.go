@@ -115,12 +115,15 @@ func TestRealStreamResumesAndSaysWhy(t *testing.T) {
 // TestRealStreamShareHoldsAtThePrimary: against real MemPalace serve,
 // whose 8 stream slots six other clients hold, a device that opens and
 // closes its streams one at a time is refused 429 once its ended streams
-// fill its share of 2, and, after the Retry-After it is given
-// (upstreamSlotLinger), the primary has freed both their slots: the
-// device's next two streams open (attack111 F2: it held every slot the
-// primary had, and others met its 503). This also checks the constant
-// against the real server (and the reset that frees a slot at the
-// primary's first ping): 20 s is real time here.
+// fill its share of 2 (attack111 F2: it held every slot the primary had,
+// and others met its 503). It also checks what the share's clock,
+// upstreamSlotLinger, promises of the real server (with the reset that
+// frees a slot at the primary's first ping): each ended stream's slot is
+// free within it, in real time. The gateway's clock is then moved past
+// it, so the gateway lets the device's streams through and the primary
+// answers each: 503 while it holds the slot (polled), 200 once free
+// (review34 R6: it slept exactly the constant, which held only by
+// coincidence of the two clocks).
 func TestRealStreamShareHoldsAtThePrimary(t *testing.T) {
 	u, srv := startReal(t)
 	g := newGWAt(t, []Device{{ID: "alice", Label: "alice", Read: []string{"shared"}, Agents: []string{"pi@alice"}, ReadRate: 1e9}}, u)
@@ -144,26 +147,34 @@ func TestRealStreamShareHoldsAtThePrimary(t *testing.T) {
 			t.Fatalf("the primary's stream %d: %d", i, code)
 		}
 	}
-	cycle := func(what string) {
-		t.Helper()
-		for i := range 2 {
-			code, hangUp := open(g.http.URL, g.tokens["alice"])
-			if code != 200 {
-				t.Fatalf("%s: alice's stream %d: %d", what, i, code)
-			}
-			hangUp()
-			for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > 0; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the gateway still holds the stream alice hung up")
-				}
+	var ended []time.Time
+	for i := range 2 {
+		code, hangUp := open(g.http.URL, g.tokens["alice"])
+		if code != 200 {
+			t.Fatalf("alice's stream %d: %d", i, code)
+		}
+		hangUp()
+		for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the gateway still holds the stream alice hung up")
 			}
 		}
+		ended = append(ended, time.Now())
 	}
-	cycle("first")
 	if code, _ := open(g.http.URL, g.tokens["alice"]); code != http.StatusTooManyRequests {
 		t.Fatalf("alice's third stream within %s: %d, want 429", upstreamSlotLinger, code)
 	}
-	time.Sleep(upstreamSlotLinger)
 	g.advance(upstreamSlotLinger)
-	cycle("after the Retry-After")
+	for i, e := range ended {
+		for code, _ := open(g.http.URL, g.tokens["alice"]); code != 200; code, _ = open(g.http.URL, g.tokens["alice"]) {
+			if code != http.StatusServiceUnavailable {
+				t.Fatalf("alice's stream %d, the gateway's share free: %d, want 200 or the primary's 503", i, code)
+			}
+			if time.Since(e) > upstreamSlotLinger {
+				t.Fatalf("the primary still holds slot %d %s after the gateway ended its stream: upstreamSlotLinger is too short", i, time.Since(e).Round(time.Millisecond))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("the primary's slot %d free %s after its stream ended", i, time.Since(e).Round(time.Millisecond))
+	}
 }
