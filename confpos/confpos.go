@@ -3,7 +3,11 @@ package confpos
 import (
 	"bytes"
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // Error is a mistake at a place in a file, and its fix.
@@ -49,4 +53,35 @@ func LineCol(src []byte, off int) (line, col int) {
 	line = 1 + bytes.Count(src[:off], []byte("\n"))
 	col = 1 + utf8.RuneCount(src[bytes.LastIndexByte(src[:off], '\n')+1:off])
 	return line, col
+}
+
+// Repeated is text of the user's file that a message repeats (a literal a
+// parser quotes, which may be a header's secret): as it is when
+// redact.NotShown allows, else "(not shown: why)". The token is not known
+// here: render redacts it in all it prints.
+func Repeated(text string) string {
+	if why := redact.NotShown(text, ""); why != "" {
+		return "(not shown: " + why + ")"
+	}
+	return text
+}
+
+// isName: k is a word of ASCII letters, '_' and '-' (mcp_servers,
+// bearer_token_env_var), which no generated secret is.
+func isName(k string) bool {
+	return k != "" && strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") == ""
+}
+
+// Key is a key of the user's file as a message repeats it (path: the keys
+// down to it), quoted: each that is a name, or that Repeated shows as it
+// is, as it is; any other as …, and why.
+func Key(path ...string) string {
+	shown, hidden := make([]string, len(path)), ""
+	for i, k := range path {
+		shown[i] = k
+		if why := redact.NotShown(k, ""); why != "" && !isName(k) {
+			shown[i], hidden = "…", " (a key not shown: "+why+")"
+		}
+	}
+	return strconv.Quote(strings.Join(shown, ".")) + hidden
 }

@@ -115,9 +115,13 @@ func asciiEscape(file string, src []byte, v *hujson.Value) error {
 	return nil
 }
 
-// hujsonError places hujson's "hujson: line L, column C: what".
+// hujsonError places hujson's "hujson: line L, column C: what", the
+// literal it quotes Repeated (a header's value the file holds).
 func (o JSON) hujsonError(file string, src []byte, err error) error {
 	msg := err.Error()
+	if i := strings.Index(msg, invalidLiteral); i >= 0 {
+		msg = msg[:i+len(invalidLiteral)] + Repeated(msg[i+len(invalidLiteral):])
+	}
 	rest, ok := strings.CutPrefix(msg, "hujson: line ")
 	l, rest, ok1 := strings.Cut(rest, ", column ")
 	c, what, ok2 := strings.Cut(rest, ": ")
@@ -130,6 +134,9 @@ func (o JSON) hujsonError(file string, src []byte, err error) error {
 	line, col = LineCol(src, off)
 	return &Error{File: file, Line: line, Col: col, What: what, Fix: o.syntaxFix(file, src, off, what)}
 }
+
+// invalidLiteral is what hujson says before the text it could not read.
+const invalidLiteral = "invalid literal: "
 
 // Offset is the byte offset of 1-based line and col (in bytes, as parsers
 // such as hujson and go-toml count it) in src; one past the end is the end.

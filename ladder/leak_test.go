@@ -95,3 +95,20 @@ func TestARefusedLabelNotShownListsNoneOfItsCharacters(t *testing.T) {
 		t.Errorf("a label shown still names its character: %+v", w)
 	}
 }
+
+// A value that is a piece of the token (a truncated paste into the wrong
+// variable), short enough to be shown otherwise, is not shown; a short
+// value sharing fewer than 8 characters in a row with it still is
+// (attack114 F7).
+func TestAPieceOfTheTokenIsNotShown(t *testing.T) {
+	const tok = "Abcdefgh12345678XYZ"
+	for val, hidden := range map[string]bool{"Abcdefgh1234567": true, "x12345678": true, "ABCDEFGH": true, "maybe": false, "Abcdefg": false} {
+		_, w := resolve(map[string]string{EnvRemoteURL: "http://127.0.0.1:1/mcp", EnvRemoteToken: tok, EnvEdge: val}, true)
+		if len(w) != 1 {
+			t.Fatalf("MEMPALACE_EDGE=%q: %+v, want one warning", val, w)
+		}
+		if got := strings.Contains(w[0].Message, `"`+val+`"`); got == hidden || hidden && !strings.Contains(w[0].Message, "MEMPALACE_REMOTE_TOKEN") {
+			t.Errorf("MEMPALACE_EDGE=%q: %s; want it shown: %v, and why not", val, w[0].Message, !hidden)
+		}
+	}
+}

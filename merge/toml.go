@@ -45,11 +45,26 @@ func ParseTOML(src []byte) (*TOMLDoc, error) {
 		if errors.As(err, &de) {
 			line, col := de.Position() // go-toml counts the column in bytes
 			line, col = confpos.LineCol(src, confpos.Offset(src, line, col))
-			return nil, &confpos.Error{Line: line, Col: col, What: de.Error(), Err: err}
+			return nil, &confpos.Error{Line: line, Col: col, What: tomlWhat(de.Error()), Err: err}
 		}
 		return nil, err
 	}
 	return d, nil
+}
+
+// tomlWhat is go-toml's message with the key it names twice ("toml: key
+// NAME is already defined", "toml: table NAME already exists...") as
+// confpos.Key repeats one.
+func tomlWhat(msg string) string {
+	for _, p := range []string{"toml: key ", "toml: table "} {
+		rest, _ := strings.CutPrefix(msg, p)
+		for _, t := range []string{" is already defined", " already exists"} {
+			if i := strings.Index(rest, t); i > 0 && len(rest) < len(msg) {
+				return p + confpos.Key(rest[:i]) + rest[i:]
+			}
+		}
+	}
+	return msg
 }
 
 // Bytes returns the document's current text.

@@ -121,8 +121,7 @@ func duplicateKey(n *yaml.Node, path []string) error {
 			k := n.Content[j]
 			if key, ok := coreKey(k); ok {
 				if first := seen[key]; first != nil {
-					name := strings.Join(append(slices.Clone(path), k.Value), ".")
-					return &confpos.Error{Line: k.Line, Col: k.Column, What: fmt.Sprintf("%q is named twice (first at line %d), which the harness refuses", name, first.Line),
+					return &confpos.Error{Line: k.Line, Col: k.Column, What: fmt.Sprintf("%s is named twice (first at line %d), which the harness refuses", confpos.Key(append(slices.Clone(path), k.Value)...), first.Line),
 						Fix: "keep one, merging the two by hand"}
 				}
 				seen[key] = k

@@ -100,3 +100,51 @@ func TestProposedHoldingTheTokenIsOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// A config that does not parse is named by its line and column, and the
+// text of it the parser quotes (a literal it could not read, a key named
+// twice) is repeated only as any value is: at most 15 characters without
+// whitespace, never MEMPALACE_REMOTE_TOKEN's value, with or without the
+// variables set. A paste slip left a header's token in the warning
+// render logs at every start (attack114 F1).
+func TestAParseErrorRepeatsNoSecretOfTheFile(t *testing.T) {
+	const tok, short = "SECRETtok0123456789abcdef", "Short0tok9"
+	remote := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": tok}
+	shortTok := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": short}
+	header := "{\n  \"mcp\": {\"h\": {\"headers\": {\"Authorization\": \"Bearer " + tok + "\n\"}}}\n}\n"
+	for _, c := range []struct {
+		target, file, in, at, secret string
+		env                          map[string]string
+	}{
+		{"opencode", ".config/opencode/opencode.jsonc", header, "2:46", tok, nil},
+		{"opencode", ".config/opencode/opencode.jsonc", header, "2:46", tok, remote},
+		{"cursor", ".cursor/mcp.json", `{"k": sk-other-secret-99999999}`, "1:7", "sk-other", nil},
+		{"cursor", ".cursor/mcp.json", `{"k": ` + short + `}`, "1:7", short, shortTok},
+		{"codex", ".codex/config.toml", "[x.sk-other-secret-99999999]\n[x.sk-other-secret-99999999]\n", "2:2", "sk-other", nil},
+		{"goose", ".config/goose/config.yaml", "extensions:\n  sk-other-secret-99999999: 1\n  sk-other-secret-99999999: 2\n", "3:3", "sk-other", nil},
+	} {
+		home := t.TempDir()
+		path := filepath.Join(home, c.file)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(c.in), 0o644)
+		o := opts(home, c.env)
+		o.Targets = []string{c.target}
+		res, _, err := Run(o, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		said := strings.Join(res[0].Warnings, "\n")
+		if !strings.Contains(said, path+":"+c.at+": ") || strings.Contains(said, c.secret) || !strings.Contains(said, "(fix: ") {
+			t.Errorf("%s %q: %s\nwant the place %s and the fix, without %q", c.target, c.in, said, c.at, c.secret)
+		}
+	}
+	// A short literal is what the user typed: still shown.
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".cursor"), 0o755)
+	os.WriteFile(filepath.Join(home, ".cursor", "mcp.json"), []byte(`{"k": tru}`), 0o644)
+	o := opts(home, nil)
+	o.Targets = []string{"cursor"}
+	if res, _, _ := Run(o, true); !strings.Contains(strings.Join(res[0].Warnings, "\n"), "invalid literal: tru;") {
+		t.Errorf("a short literal not shown: %q", res[0].Warnings)
+	}
+}

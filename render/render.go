@@ -146,18 +146,33 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 		opts.Log.Warn(w.String())
 	}
 	global := append(lw, dw...)
+	token, _ := opts.Env(ladder.EnvRemoteToken)
 	var results []Result
 	for _, t := range targets {
 		r := runTarget(opts, settings, t, dryRun)
-		if r.Warnings == nil {
-			r.Warnings = []string{}
-		}
+		r.Warnings = hideToken(r.Warnings, token)
 		for _, w := range global {
 			r.Warnings = append(r.Warnings, w.String())
 		}
 		results = append(results, r)
 	}
 	return results, global, nil
+}
+
+// hideToken is warnings, never nil, with token (MEMPALACE_REMOTE_TOKEN's
+// value) redacted wherever it is, as Diff redacts it: a config's text a
+// warning quotes (a literal that does not parse) may hold it. The
+// ladder's warnings never hold it.
+func hideToken(warnings []string, token string) []string {
+	out := make([]string, 0, len(warnings))
+	token = strings.TrimSpace(token)
+	for _, w := range warnings {
+		if len(token) >= redact.MinTokenInText {
+			w = redact.Secret(w, token)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {

@@ -46,6 +46,7 @@ func TestYAMLParseErrorsNameLineAndColumn(t *testing.T) {
 		{"continue", "name: me\nname: you\nversion: 1\n", "2:1", `"name" is named twice (first at line 1)`},
 		{"continue", "name: me\nversion: 1\nmodels:\n  - name: a\n    name: b\n", "5:5", `"models.0.name" is named twice`},
 		{"goose", "extensions:\n  other:\n    cmd: x\n    cmd: y\n", "4:5", `"extensions.other.cmd" is named twice`},
+		{"goose", "extensions:\n  other:\n    bearer_token_env_var: x\n    bearer_token_env_var: y\n", "4:5", `"extensions.other.bearer_token_env_var" is named twice`}, // a long key that is a name is named
 		{"continue", "name: a\nversion: 1\nb1: &b1 {p: 1}\nb2: &b2 {q: 2}\nx:\n  <<: *b1\n  <<: *b2\n", "7:3", `"x.<<" is named twice (first at line 6)`},
 		{"goose", "extensions:\n  ? mempalace\n  : cmd: x\n", "2:5", "extensions.mempalace does not start its own line"},
 	} {

@@ -1,0 +1,58 @@
+package redact
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxShown is the longest value a warning or an error repeats: shorter
+// than the shortest token doctor takes for a secret (16 characters), so a
+// token pasted into the wrong place is never printed.
+const MaxShown = 15
+
+// NotShown says why a warning or an error may not repeat v, a value of the
+// user's (a variable's, a config file's text a parser quotes): "" when it
+// may, being short (MaxShown characters at most), without whitespace, '='
+// or an invisible character, and without the token tok
+// (MEMPALACE_REMOTE_TOKEN's value; "" when unknown) or a piece of it
+// (HoldsToken). A value such as "1 MEMPALACE_REMOTE_TOKEN=..." is two
+// .env assignments on one line (the token included), a long one may be a
+// token in the wrong place, and a short token (a loopback primary's) is
+// known.
+func NotShown(v, tok string) string {
+	switch {
+	case HoldsToken(v, tok):
+		return fmt.Sprintf("it holds MEMPALACE_REMOTE_TOKEN's value, or %d characters of it in a row", MinTokenInText)
+	case MayBeTwoAssignments(v):
+		return "it holds a space, '=' or an invisible character, and may hold a secret"
+	case utf8.RuneCountInString(v) > MaxShown:
+		return fmt.Sprintf("%d characters, it may be a secret", utf8.RuneCountInString(v))
+	}
+	return ""
+}
+
+// HoldsToken: v holds the token tok, or MinTokenInText characters of it
+// in a row (a truncated paste of it), in any case (MEMPALACE_EDGE_LOG is
+// read lower-cased). False when tok is "".
+func HoldsToken(v, tok string) bool {
+	if tok == "" {
+		return false
+	}
+	v, tok = strings.ToLower(v), strings.ToLower(tok)
+	if strings.Contains(v, tok) {
+		return true
+	}
+	for i := 0; i+MinTokenInText <= len(v); i++ {
+		if strings.Contains(tok, v[i:i+MinTokenInText]) {
+			return true
+		}
+	}
+	return false
+}
+
+// MayBeTwoAssignments: v holds whitespace, '=' or an invisible character.
+func MayBeTwoAssignments(v string) bool {
+	return strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '=' || !unicode.IsPrint(r) }) >= 0
+}
