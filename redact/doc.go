@@ -11,4 +11,8 @@
 // Topology cuts what an error says of where the server runs (URLs,
 // absolute paths) for a reader who may not see it: the gateway's error
 // answers to a device that is not admin.
+//
+// NotShown is the rule for a user's value a warning or an error repeats
+// (a variable's, a config's literal a parser quotes): short, without
+// whitespace, and holding no piece of MEMPALACE_REMOTE_TOKEN's value.
 package redact
