@@ -103,32 +103,39 @@ func CheckNames(names []string) []Warning {
 	return out
 }
 
+// anyCasePrefix reports whether name starts with namePrefix, case aside
+// (mempalace_remote_url: a shell or .env keeps the case, so nothing reads it).
+func anyCasePrefix(name string) bool {
+	return len(name) >= len(namePrefix) && strings.EqualFold(name[:len(namePrefix)], namePrefix)
+}
+
 // nearName is the name devbox-config (own) or, for a MEMPALACE_* name,
 // MemPalace reads that name is one or two edits from ("" if none).
 func nearName(name string, own []string) string {
 	candidates := own
-	if strings.HasPrefix(name, namePrefix) {
+	if anyCasePrefix(name) {
 		candidates = append(append([]string(nil), own...), mempalaceVars...)
 	}
 	return confpos.Nearest(name, candidates)
 }
 
-// Misspelt are CheckNames' warnings of a MEMPALACE_* name one or two
-// edits from a name devbox-config or MemPalace reads (MEMPALACE_EGDE),
-// each with the name it may mean and doctor as the way to see the rest:
-// render gives them at every start (attack73 F7). No other name, and no
-// name either reads, is told.
+// Misspelt are CheckNames' warnings of a MEMPALACE_* name, in any case,
+// one or two edits from a name devbox-config or MemPalace reads
+// (MEMPALACE_EGDE, mempalace_remote_url), each with the name it may mean
+// and doctor as the way to see the rest: render gives them at every start
+// (attack73 F7, attack114 F6). No other name, and no name either reads,
+// is told.
 // Only MEMPALACE_* names are looked at: comparing every name of the
 // environment cost a container start 0.33 ms (51 names).
 func Misspelt(names []string) []Warning {
-	ours := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !strings.HasPrefix(n, namePrefix) })
+	ours := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !anyCasePrefix(n) })
 	if len(ours) == 0 {
 		return nil
 	}
 	var out []Warning
 	own := ownVars()
 	for _, w := range CheckNames(ours) {
-		if strings.HasPrefix(w.Var, namePrefix) && nearName(w.Var, own) != "" {
+		if nearName(w.Var, own) != "" {
 			w.Fix += "; `devbox-config doctor` names every variable nobody reads"
 			out = append(out, w)
 		}

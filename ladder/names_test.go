@@ -101,6 +101,12 @@ func TestMisspelt(t *testing.T) {
 	if len(w) != 1 || w[0].Var != "MEMPALACE_EGDE" || !strings.Contains(w[0].String(), "did you mean MEMPALACE_EDGE?") || !strings.Contains(w[0].Fix, "devbox-config doctor") {
 		t.Errorf("got %q, want MEMPALACE_EGDE's did you mean MEMPALACE_EDGE alone, pointing at doctor", w)
 	}
+	// the case is the name's: lower case is read by nothing (attack114 F6)
+	w = Misspelt([]string{"mempalace_remote_url", "Mempalace_Palace", "mempalace_frobnicate"})
+	if len(w) != 2 || !strings.Contains(w[0].String(), "Mempalace_Palace: is not a variable devbox-config or MemPalace reads; did you mean MEMPALACE_PALACE?") ||
+		!strings.Contains(w[1].String(), "mempalace_remote_url: is not a variable devbox-config or MemPalace reads; did you mean MEMPALACE_REMOTE_URL?") {
+		t.Errorf("got %q, want did you mean MEMPALACE_PALACE and MEMPALACE_REMOTE_URL", w)
+	}
 	if w := Misspelt(nil); w != nil {
 		t.Errorf("no names: %q", w)
 	}

@@ -240,6 +240,13 @@ func TestRenderWarnsOfAMisspeltName(t *testing.T) {
 			t.Errorf("%q changed what render prints:\n%s%s\nwant\n%s%s", vars, out, errOut, blank0, blankErr0)
 		}
 	}
+	// a MEMPALACE_* name in the wrong case is read by nothing: render stays
+	// solitary (R1) and says so, as doctor's env-unknown does (attack114 F6)
+	out, errOut = render("mempalace_remote_url=https://primary.example/mcp\n")
+	if out != blank0 || strings.Count(errOut, "\n") != strings.Count(blankErr0, "\n")+1 ||
+		!strings.Contains(errOut, "mempalace_remote_url: is not a variable devbox-config or MemPalace reads; did you mean MEMPALACE_REMOTE_URL? (fix: rename mempalace_remote_url to MEMPALACE_REMOTE_URL") {
+		t.Errorf("mempalace_remote_url: want the same stdout (solitary) and one more line, the warning:\n%s\nbefore:\n%s\nstdout:\n%s", errOut, blankErr0, out)
+	}
 }
 
 // render, doctor and join say of an --env-file that is a dangling link
