@@ -56,27 +56,35 @@ type Env struct {
 	Lookup       ladder.Lookup
 }
 
-// get is a directory variable's value, "" when unset or relative: a
-// relative one is invalid (the XDG spec says so of XDG_CONFIG_HOME, and
-// render treats every harness's variable alike), ignored with a warning
-// (Warnings), never resolved against render's working directory.
+// get is a directory variable's value, "" when unset, blank, relative or
+// padded: a relative one is invalid (the XDG spec says so of
+// XDG_CONFIG_HOME, and render treats every harness's variable alike), and
+// one with whitespace around its path is relative to the harness, which
+// keeps the whitespace. Either is ignored with a warning (Warnings), never
+// resolved against render's working directory nor trimmed into a
+// directory the harness does not read.
 func (e Env) get(name string) string {
-	if v := e.raw(name); filepath.IsAbs(v) {
+	if v := e.raw(name); filepath.IsAbs(v) && v == strings.TrimSpace(v) {
 		return v
 	}
 	return ""
 }
 
+// raw is a directory variable's value as set, "" when unset or blank (a
+// blank one is taken for unset, silently, as it always was: R1).
 func (e Env) raw(name string) string {
 	if name == "" || e.HomeFromFlag || e.Lookup == nil {
 		return ""
 	}
-	v, _ := e.Lookup(name)
-	return strings.TrimSpace(v)
+	if v, _ := e.Lookup(name); strings.TrimSpace(v) != "" {
+		return v
+	}
+	return ""
 }
 
-// Warnings name each directory variable a harness reads that is set to a
-// relative path, once however many harnesses read it, with the fix.
+// Warnings name each directory variable a harness reads that get ignores
+// (relative, or padded with whitespace), once however many harnesses read
+// it, with the fix.
 func (e Env) Warnings() []ladder.Warning {
 	var out []ladder.Warning
 	seen := map[string]bool{}
@@ -86,17 +94,28 @@ func (e Env) Warnings() []ladder.Warning {
 			vars = append(vars, "XDG_CONFIG_HOME")
 		}
 		for _, name := range vars {
-			v := e.raw(name)
-			if v == "" || filepath.IsAbs(v) || seen[name] {
+			if e.raw(name) == "" || e.get(name) != "" || seen[name] {
 				continue
 			}
 			seen[name] = true
-			out = append(out, ladder.Warning{Var: name,
-				Message: fmt.Sprintf("%q is a relative path, so it is ignored and the default directory is used (a relative one would put configs below whatever directory render runs in)", v),
-				Fix:     fmt.Sprintf("make it an absolute path, such as %s, or unset it", filepath.Join(e.Home, strings.TrimPrefix(v, "~/")))})
+			out = append(out, e.ignored(name))
 		}
 	}
 	return out
+}
+
+// ignored is the warning for a directory variable get ignores.
+func (e Env) ignored(name string) ladder.Warning {
+	v := e.raw(name)
+	t := strings.TrimSpace(v)
+	if v != t && filepath.IsAbs(t) {
+		return ladder.Warning{Var: name,
+			Message: "has whitespace before or after its path, which the harness keeps (to it that is a relative path, below whatever directory it runs in), so it is ignored and the default directory is used",
+			Fix:     fmt.Sprintf("set it to the path alone (%s=%s), or unset it", name, t)}
+	}
+	return ladder.Warning{Var: name,
+		Message: fmt.Sprintf("%q is a relative path, so it is ignored and the default directory is used (a relative one would put configs below whatever directory render runs in)", v),
+		Fix:     fmt.Sprintf("make it an absolute path, such as %s, or unset it", filepath.Join(e.Home, strings.TrimPrefix(t, "~/")))}
 }
 
 // Location is where a harness keeps its user-level config.

@@ -278,3 +278,35 @@ func TestARelativeDirVariableIsIgnoredWithOneWarning(t *testing.T) {
 		t.Errorf("--home: %q", ws)
 	}
 }
+
+// A directory variable with whitespace around an absolute path is used
+// as set by the harness (Claude Code took " /abs" for a relative path and
+// saw no server), so render ignores it as a relative one, not trimmed into
+// a directory the harness never reads, with one warning each and the path
+// alone as the fix; a blank one is unset, silently (R1). attack114 F2.
+func TestAPaddedDirVariableIsIgnoredWithOneWarning(t *testing.T) {
+	vars := map[string]string{"XDG_CONFIG_HOME": "/x ", "CLAUDE_CONFIG_DIR": " /cc", "CODEX_HOME": "/c/ ",
+		"GEMINI_CLI_HOME": "\t/g", "COPILOT_HOME": " /cp", "PI_CODING_AGENT_DIR": "/pi\n"}
+	padded := Env{Home: "/h", Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	unset := Env{Home: "/h", Lookup: func(string) (string, bool) { return "", false }}
+	for _, r := range All() {
+		if got, want := r.Location.DirPath(padded), r.Location.DirPath(unset); got != want {
+			t.Errorf("%s: directory %q, want the default %s", r.Name, got, want)
+		}
+	}
+	ws := padded.Warnings()
+	if len(ws) != len(vars) {
+		t.Errorf("%d warnings, want one per variable (%d): %q", len(ws), len(vars), ws)
+	}
+	for _, w := range ws {
+		path := strings.TrimSpace(vars[w.Var])
+		if !strings.Contains(w.Message, "whitespace before or after its path") || !strings.Contains(w.Message, "ignored") ||
+			w.Fix != fmt.Sprintf("set it to the path alone (%s=%s), or unset it", w.Var, path) {
+			t.Errorf("warning %q: want that it is padded, ignored, and the path alone as the fix", w)
+		}
+	}
+	blank := Env{Home: "/h", Lookup: func(k string) (string, bool) { return " \t", true }}
+	if ws := blank.Warnings(); len(ws) != 0 {
+		t.Errorf("blank values: %q, want none (unset)", ws)
+	}
+}
