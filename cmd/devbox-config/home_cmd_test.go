@@ -60,3 +60,27 @@ func TestMissingHomeIsRefused(t *testing.T) {
 		t.Errorf("the existing HOME was written to: %q", got)
 	}
 }
+
+// A relative HOME that exists below the working directory is refused as a
+// missing one is (exit 2, naming HOME and the fix), by every command that
+// reads a home, and nothing is created below it: render wrote
+// ./rel/.config/opencode/opencode.jsonc (attack114 F3).
+func TestRelativeHomeIsRefused(t *testing.T) {
+	root := t.TempDir()
+	t.Chdir(root)
+	os.Mkdir("rel", 0o755)
+	for _, k := range []string{"XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR", "MEMPALACE_PALACE_PATH", "MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("HOME", "rel")
+	for _, args := range [][]string{{"render"}, {"render", "--dry-run"}, {"doctor"}, {"join"}, {"edge"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, "HOME is rel, a relative path") || !strings.Contains(errOut, "(fix: set HOME to your home directory's absolute path") {
+			t.Errorf("HOME=rel %v: exit %d, want 2 naming HOME, that it is relative, and the fix\n%s%s", args, code, out, errOut)
+		}
+	}
+	if got := tree(t, filepath.Join(root, "rel")); len(got) != 0 {
+		t.Errorf("written below the working directory: %q", got)
+	}
+}

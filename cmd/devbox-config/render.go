@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -54,7 +55,7 @@ Targets:
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
 was skipped or a user's value kept; 2 on usage errors and a HOME (or --home)
-that does not exist.`
+that does not exist, or a relative HOME.`
 
 // renderCmd is `render`: its flags, and run.
 type renderCmd struct {
@@ -267,8 +268,18 @@ const (
 )
 
 // existingHome refuses a home that is not an existing directory, so that a
-// mistyped HOME or --home is not grown into a new home.
+// mistyped HOME or --home is not grown into a new home, and a relative HOME
+// (configs below whatever directory the command runs in, as a relative
+// harness directory variable would put them). A relative --home is the
+// user's own, typed at a shell: it stands.
 func existingHome(home string, from homeFrom) error {
+	if from != homeFlag && !filepath.IsAbs(home) {
+		fix := "set HOME to your home directory's absolute path"
+		if from == homeEnv {
+			fix += ", or pass --home an existing directory"
+		}
+		return usageError("HOME is %s, a relative path, which would put configs below whatever directory this runs in; nothing done (fix: %s)", home, fix)
+	}
 	fi, err := os.Stat(home)
 	if err == nil && fi.IsDir() {
 		return nil
