@@ -58,3 +58,30 @@ func TestDoctorNamesTheConfigsRenderWouldLeaveAlone(t *testing.T) {
 		t.Errorf("a .proposed was written")
 	}
 }
+
+// A dangling symlink at ~/.claude.json.lock keeps render off Claude Code
+// at every start; doctor said "nothing to fix". render-refuses now names
+// it, with render's own words and fix (attack114 F4).
+func TestDoctorNamesAClaudeLockThatIsNoLock(t *testing.T) {
+	b := newBox(t)
+	h := b.home
+	write(t, filepath.Join(h, ".claude.json"), "{}\n", 0o644)
+	must(t, os.MkdirAll(filepath.Join(h, ".claude"), 0o755))
+	lock := filepath.Join(h, ".claude.json.lock")
+	must(t, os.Symlink("/nonexistent/x", lock))
+	b.env["MEMPALACE_REMOTE_URL"] = "https://p.example.org/mcp"
+	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-0123456789abcdef"
+	var got []Finding
+	for _, f := range CheckRenderRefuses(b.opts.withDefaults(), PlanRender(b.opts.withDefaults())) {
+		if strings.Contains(f.Message, "claude-code") {
+			got = append(got, f)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0].Message, lock+": it is a dangling symlink (to /nonexistent/x)") ||
+		got[0].Fix != "rm "+lock+" if no Claude Code is running" {
+		t.Fatalf("want claude-code's lock named with the fix, got %+v", got)
+	}
+	if _, err := os.Lstat(lock); err != nil {
+		t.Errorf("the link was removed: %v", err)
+	}
+}

@@ -257,10 +257,12 @@ func regular(path, real string, fi fs.FileInfo) error {
 	if fi.Mode().IsRegular() {
 		return nil
 	}
-	return &NotRegularError{Path: path, Real: real, Kind: kind(fi.Mode())}
+	return &NotRegularError{Path: path, Real: real, Kind: Kind(fi.Mode())}
 }
 
-func kind(m fs.FileMode) string {
+// Kind names a file's type as a message says it: "directory", "FIFO",
+// "symlink", ... ("special file" for any other that is not regular).
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "directory"

@@ -185,6 +185,12 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		return planTarget(o, s, t, explicit)
 	}
 	r := plan()
+	rec, _ := harness.ByName(t)
+	if rec.Lock != "" && len(r.Changes) > 0 {
+		if msg := lockInTheWay(opts.Sys, r.File, rec.Lock); msg != "" { // the dry run says it too: doctor's render-refuses
+			return skipped(r, "%s", msg)
+		}
+	}
 	if dryRun {
 		return r
 	}
@@ -202,9 +208,8 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		return skipped(r, "%v", err)
 	}
 	defer unlock()
-	if rec, _ := harness.ByName(t); rec.Lock != "" { // the harness writes its file under <file>.lock
-		owner := rec.Lock
-		unlockOwner, err := opts.Sys.LockOwner(r.File, owner)
+	if rec.Lock != "" { // the harness writes its file under <file>.lock
+		unlockOwner, err := opts.Sys.LockOwner(r.File, rec.Lock)
 		if err != nil {
 			return skipped(r, "%v", err)
 		}

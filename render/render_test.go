@@ -249,3 +249,60 @@ func TestHarnessLockHeldAndStale(t *testing.T) {
 		})
 	}
 }
+
+// A lock path that is no lock (a dangling symlink, a link to a directory,
+// a FIFO) is named as such with the fix, by the dry run too (doctor's
+// render-refuses), and left, whatever its age: neither Claude Code nor
+// render can lock the file while it is there, and it is no one's lock to
+// remove. Before, render retried, said "held by another writer" with no
+// fix at every start, and took a link to an old directory for a stale lock
+// and removed it. attack114 F4.
+func TestHarnessLockThatIsNoLockIsNamed(t *testing.T) {
+	remote := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+	for name, c := range map[string]struct {
+		set  func(lock, elsewhere string) error
+		what string
+	}{
+		"dangling link":       {func(l, _ string) error { return os.Symlink("/nonexistent/x", l) }, "a dangling symlink (to /nonexistent/x)"},
+		"link to a directory": {func(l, e string) error { return os.Symlink(e, l) }, "a symlink to "},
+		"FIFO":                {func(l, _ string) error { return syscall.Mkfifo(l, 0o644) }, "a FIFO"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+			file := filepath.Join(home, ".claude.json")
+			os.WriteFile(file, []byte("{\"numStartups\": 3}\n"), 0o644)
+			lock := file + ".lock"
+			if err := c.set(lock, t.TempDir()); err != nil {
+				t.Fatal(err)
+			}
+			o := opts(home, remote)
+			o.Targets = []string{TargetClaudeCode}
+			o.Sys = OS{OwnerLockRetries: 2, OwnerLockStale: time.Nanosecond} // any lock is stale
+			for _, dry := range []bool{true, false} {
+				res, _, err := Run(o, dry)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := strings.Join(res[0].Warnings, "\n")
+				if res[0].Action != ActionSkipped || !strings.Contains(w, lock+": it is "+c.what) ||
+					!strings.Contains(w, "(fix: rm "+lock+" if no Claude Code is running)") || strings.Contains(w, "held by another writer") {
+					t.Errorf("dry run %v: action %s, warnings %q: want the lock named as %q with the fix", dry, res[0].Action, w, c.what)
+				}
+			}
+			// the lock itself, should the path appear between plan and lock
+			if unlock, err := o.Sys.LockOwner(file, "Claude Code"); err == nil || !strings.Contains(err.Error(), c.what) {
+				t.Errorf("LockOwner: %v, want the lock named as %q", err, c.what)
+				if unlock != nil {
+					unlock()
+				}
+			}
+			if after, _ := os.ReadFile(file); string(after) != "{\"numStartups\": 3}\n" {
+				t.Errorf("%s written: %s", file, after)
+			}
+			if _, err := os.Lstat(lock); err != nil {
+				t.Errorf("the lock path was removed: %v", err)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // System is every file-system operation render performs. Planning only
@@ -145,7 +146,10 @@ func (o OS) LockOwner(file, owner string) (func(), error) {
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
-		if fi, serr := os.Stat(lock); serr == nil && time.Since(fi.ModTime()) > stale {
+		if msg := lockInTheWay(o, file, owner); msg != "" {
+			return nil, errors.New(msg) // never removed: not the harness's, nor render's
+		}
+		if fi, serr := os.Lstat(lock); serr == nil && time.Since(fi.ModTime()) > stale {
 			os.Remove(lock) // a crashed writer's lock, as proper-lockfile treats it
 			continue
 		}
@@ -154,6 +158,31 @@ func (o OS) LockOwner(file, owner string) (func(), error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// lockInTheWay is the refusal of a harness's lock path (<file>.lock) that
+// is neither the directory proper-lockfile makes nor a regular file (the
+// two the stale rule takes over once old): a symlink, dangling or not, a
+// FIFO, a socket or a device. Neither the harness nor render can take the
+// lock while it is there, and it is no one's lock, so render names it and
+// the fix rather than "held by another writer", and never removes it.
+// "" when the path is absent, a directory or a regular file.
+func lockInTheWay(sys System, file, owner string) string {
+	lock := file + ".lock"
+	fi, err := sys.Lstat(lock)
+	if err != nil || fi.IsDir() || fi.Mode().IsRegular() {
+		return ""
+	}
+	what := "a " + filewrite.Kind(fi.Mode())
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		to, _ := sys.Readlink(lock)
+		what = "a symlink to " + to
+		if _, err := sys.EvalSymlinks(lock); err != nil {
+			what = "a dangling symlink (to " + to + ")"
+		}
+	}
+	return refusal(lock, fmt.Sprintf("it is %s, not a lock %s or render takes (a directory), so neither can lock %s to write it; it is left alone, and so is %s", what, owner, filepath.Base(file), file),
+		fmt.Sprintf("rm %s if no %s is running", shellword.Quote(lock), owner))
 }
 
 // backupsKept is how many of render's own <file>.bak.<time> copies survive.
