@@ -377,16 +377,7 @@ func TestStreamShareCountsEndedStreams(t *testing.T) {
 	desk := g.tokens["desk-9b21"]
 	const path = "/logstream/stream?to_agent=pi@desk"
 	for range streamShare(g.srv.cfg.Load().Device("desk-9b21")) {
-		s, code, body := g.openStream(t, desk, path)
-		if s == nil {
-			t.Fatalf("desk's stream: %d %s", code, body)
-		}
-		s.hangUp()
-		for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the gateway still holds the stream its device hung up")
-			}
-		}
+		g.openAndHangUp(t, desk, path, 0)
 	}
 	if code, retry, body := g.refusedStream(t, desk, path); code != http.StatusTooManyRequests || retry != "20" || !strings.Contains(body, "streams it ended in the last 20s") {
 		t.Fatalf("a stream while the device's ended ones hold its share: %d, Retry-After %q, %s", code, retry, body)
@@ -397,6 +388,22 @@ func TestStreamShareCountsEndedStreams(t *testing.T) {
 	g.advance(upstreamSlotLinger)
 	if s, code, body := g.openStream(t, desk, path); s == nil {
 		t.Fatalf("desk's stream once the primary freed its slots: %d %s", code, body)
+	}
+}
+
+// openAndHangUp opens a stream as token and hangs it up, then waits
+// until the gateway holds no more than left streams open.
+func (g *gw) openAndHangUp(t *testing.T, token, path string, left int) {
+	t.Helper()
+	s, code, body := g.openStream(t, token, path)
+	if s == nil {
+		t.Fatalf("the stream: %d %s", code, body)
+	}
+	s.hangUp()
+	for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > left; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still holds the stream its device hung up")
+		}
 	}
 }
 
@@ -444,16 +451,7 @@ func TestStreamShareRetryAfterWithAnOldStreamOpen(t *testing.T) {
 	}
 	g.advance(5 * time.Minute)
 	for range 2 {
-		s, code, body := g.openStream(t, desk, path)
-		if s == nil {
-			t.Fatalf("desk's stream: %d %s", code, body)
-		}
-		s.hangUp()
-		for deadline := time.Now().Add(5 * time.Second); len(g.srv.open.all()) > 1; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the gateway still holds the stream its device hung up")
-			}
-		}
+		g.openAndHangUp(t, desk, path, 1)
 	}
 	share(2)
 	if code, retry, body := g.refusedStream(t, desk, path); code != http.StatusTooManyRequests || retry != "20" {
