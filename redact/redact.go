@@ -41,7 +41,13 @@ var wrapped = regexp.MustCompile(`[A-Za-z0-9+/=_-]+(?:\r?\n[A-Za-z0-9+/=_-]+)+`)
 // encrypted, compressed or cut into pieces. An empty secret takes out
 // only credentials.
 func Secret(text, secret string) string {
-	text = credential.ReplaceAllString(text, "${1}"+Mark)
+	return Token(credential.ReplaceAllString(text, "${1}"+Mark), secret)
+}
+
+// Token is Secret without the credentials: secret alone, in the same
+// forms, for text that quotes a user's file (a parse error), where
+// "basic" is an English word ("basic strings cannot have new lines").
+func Token(text, secret string) string {
 	if secret == "" || text == "" {
 		return text
 	}

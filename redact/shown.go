@@ -2,6 +2,7 @@ package redact
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -56,3 +57,22 @@ func HoldsToken(v, tok string) bool {
 func MayBeTwoAssignments(v string) bool {
 	return strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '=' || !unicode.IsPrint(r) }) >= 0
 }
+
+// Pieces is text with each word (a run between whitespace and quotes)
+// that HoldsToken tok replaced with Mark: a parse error quoting a
+// literal that holds 8 characters of the token in a row (attack115 F1:
+// "invalid literal: SECRETtok012345", short enough to be shown).
+func Pieces(text, tok string) string {
+	if tok == "" {
+		return text
+	}
+	return pieceWords.ReplaceAllStringFunc(text, func(w string) string {
+		if HoldsToken(w, tok) {
+			return Mark
+		}
+		return w
+	})
+}
+
+// pieceWords is a word Pieces looks at.
+var pieceWords = regexp.MustCompile(`[^\s"'` + "`" + `]+`)

@@ -122,6 +122,9 @@ func TestAParseErrorRepeatsNoSecretOfTheFile(t *testing.T) {
 		{"cursor", ".cursor/mcp.json", `{"k": ` + short + `}`, "1:7", short, shortTok},
 		{"codex", ".codex/config.toml", "[x.sk-other-secret-99999999]\n[x.sk-other-secret-99999999]\n", "2:2", "sk-other", nil},
 		{"goose", ".config/goose/config.yaml", "extensions:\n  sk-other-secret-99999999: 1\n  sk-other-secret-99999999: 2\n", "3:3", "sk-other", nil},
+		// 15 characters, 8 of them the token's in a row (attack115 F1).
+		{"cursor", ".cursor/mcp.json", `{"k": SECRETtok012345}`, "1:7", "RETtok01", remote},
+		{"cursor", ".cursor/mcp.json", `{"k": xxCRETtok01xx}`, "1:7", "RETtok01", remote},
 	} {
 		home := t.TempDir()
 		path := filepath.Join(home, c.file)
@@ -146,5 +149,14 @@ func TestAParseErrorRepeatsNoSecretOfTheFile(t *testing.T) {
 	o.Targets = []string{"cursor"}
 	if res, _, _ := Run(o, true); !strings.Contains(strings.Join(res[0].Warnings, "\n"), "invalid literal: tru;") {
 		t.Errorf("a short literal not shown: %q", res[0].Warnings)
+	}
+	// With a token set, a parse error's English stays English: "basic
+	// strings" is no Basic credential (attack115 F3).
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o755)
+	os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte("k = \"a\nb\"\n"), 0o644)
+	o = opts(home, remote)
+	o.Targets = []string{"codex"}
+	if res, _, _ := Run(o, true); !strings.Contains(strings.Join(res[0].Warnings, "\n"), "basic strings") {
+		t.Errorf("a TOML parse error with a token set: %q, want its own words", res[0].Warnings)
 	}
 }

@@ -160,15 +160,17 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 }
 
 // hideToken is warnings, never nil, with token (MEMPALACE_REMOTE_TOKEN's
-// value) redacted wherever it is, as Diff redacts it: a config's text a
-// warning quotes (a literal that does not parse) may hold it. The
-// ladder's warnings never hold it.
+// value) redacted wherever it is, as Diff redacts it, and each word
+// holding 8 characters of it in a row (redact.Pieces): a config's text a
+// warning quotes (a literal that does not parse) may hold it. Not the
+// credential rule: a parse error's "basic strings" is English (attack115
+// F3). The ladder's warnings never hold it.
 func hideToken(warnings []string, token string) []string {
 	out := make([]string, 0, len(warnings))
 	token = strings.TrimSpace(token)
 	for _, w := range warnings {
 		if len(token) >= redact.MinTokenInText {
-			w = redact.Secret(w, token)
+			w = redact.Pieces(redact.Token(w, token), token)
 		}
 		out = append(out, w)
 	}
