@@ -292,7 +292,7 @@ func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 	over, full, ok := s.open.add(h, share)
 	if !ok {
 		s.quietPastFew(x, d, ruleStreamShare)
-		secs := int(max(full.retry, time.Second).Round(time.Second) / time.Second)
+		secs := int((max(full.retry, time.Second) + time.Second - 1) / time.Second) // up: a client that waits it gets through (attack115 F4)
 		x.w.Header().Set("Retry-After", strconv.Itoa(secs))
 		held := fmt.Sprintf("all of them open, one it would end for the new one opened less than %s ago (a stream is ended for its device's new one only once that old)", streamReplaceAge)
 		if full.ended > 0 {

@@ -385,7 +385,13 @@ func TestStreamShareCountsEndedStreams(t *testing.T) {
 	if s, code, body := g.openStream(t, g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"); s == nil {
 		t.Fatalf("another device's stream: %d %s", code, body)
 	}
-	g.advance(upstreamSlotLinger)
+	// 19.3 s left: a client that waits the Retry-After gets through, so it
+	// is rounded up (attack115 F4: 19, then a 429 again).
+	g.advance(700 * time.Millisecond)
+	if code, retry, _ := g.refusedStream(t, desk, path); code != http.StatusTooManyRequests || retry != "20" {
+		t.Errorf("19.3 s before a slot frees: %d, Retry-After %q, want 429 and 20", code, retry)
+	}
+	g.advance(upstreamSlotLinger - 700*time.Millisecond)
 	if s, code, body := g.openStream(t, desk, path); s == nil {
 		t.Fatalf("desk's stream once the primary freed its slots: %d %s", code, body)
 	}

@@ -76,11 +76,17 @@ func TestRelativeHomeIsRefused(t *testing.T) {
 	t.Setenv("HOME", "rel")
 	for _, args := range [][]string{{"render"}, {"render", "--dry-run"}, {"doctor"}, {"join"}, {"edge"}} {
 		code, out, errOut := runCLI(args...)
-		if code != 2 || !strings.Contains(errOut, "HOME is rel, a relative path") || !strings.Contains(errOut, "(fix: set HOME to your home directory's absolute path") {
+		if code != 2 || !strings.Contains(errOut, `HOME is "rel", a relative path`) || !strings.Contains(errOut, "(fix: set HOME to your home directory's absolute path") {
 			t.Errorf("HOME=rel %v: exit %d, want 2 naming HOME, that it is relative, and the fix\n%s%s", args, code, out, errOut)
 		}
 	}
 	if got := tree(t, filepath.Join(root, "rel")); len(got) != 0 {
 		t.Errorf("written below the working directory: %q", got)
+	}
+	// An absolute path with a space before it is relative as it stands:
+	// said so, the space shown (attack115 F5).
+	t.Setenv("HOME", " "+root)
+	if code, _, errOut := runCLI("render", "--dry-run"); code != 2 || !strings.Contains(errOut, `HOME is " `+root+`", a path with whitespace around it`) {
+		t.Errorf("HOME with a space before it: exit %d\n%s", code, errOut)
 	}
 }

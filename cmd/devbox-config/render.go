@@ -278,7 +278,11 @@ func existingHome(home string, from homeFrom) error {
 		if from == homeEnv {
 			fix += ", or pass --home an existing directory"
 		}
-		return usageError("HOME is %s, a relative path, which would put configs below whatever directory this runs in; nothing done (fix: %s)", home, fix)
+		what := "a relative path"
+		if t := strings.TrimSpace(home); t != home && filepath.IsAbs(t) {
+			what = "a path with whitespace around it, relative as it stands" // attack115 F5
+		}
+		return usageError("HOME is %q, %s, which would put configs below whatever directory this runs in; nothing done (fix: %s)", home, what, fix)
 	}
 	fi, err := os.Stat(home)
 	if err == nil && fi.IsDir() {
