@@ -778,6 +778,29 @@ func TestEdgeCommandsBesideALockedOutboxSaySo(t *testing.T) {
 	}
 }
 
+// retry, drop and delivered beside a locked outbox say so as flush does,
+// with the file and what to do, not SQLite's words alone (attack113 F4).
+func TestOutboxActsBesideALockedOutboxSaySo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out SQLite's 10 s busy timeout three times: the integration tier")
+	}
+	for _, act := range []string{"retry", "drop", "delivered"} {
+		s := edgeOutbox(t)
+		op, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := s.Path()
+		s.Close()
+		holder := lockedOutbox(t, path, false)
+		code, out, errOut := runCLI("edge", "outbox", act, op.Short())
+		if all := out + errOut; code != 1 || !strings.Contains(all, path) || !strings.Contains(all, "another devbox-config process") || !strings.Contains(all, "try again in a moment") {
+			t.Errorf("edge outbox %s beside a locked outbox: exit %d\n%s", act, code, all)
+		}
+		holder.ExecContext(context.Background(), "ROLLBACK") // the lock ends here
+	}
+}
+
 // lockedOutbox holds the outbox at path locked for writing (BEGIN
 // EXCLUSIVE on a second connection) until the test ends; newIdentity
 // first removes the identity an open reads, so that the next open writes one.

@@ -24,6 +24,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/join"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // outboxPath is the edge's outbox, or (joinOutbox) the join outbox of the
@@ -232,6 +233,9 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 			}
 			defer s.Close()
 			o, theirs, err := act(s, cfg, args[0])
+			if sqlitewal.Busy(err) { // another process holds its lock: said plainly, as flush says it (attack113 F4)
+				err = outbox.PathErr(s.Path(), err)
+			}
 			if err != nil {
 				return failed(err)
 			}
