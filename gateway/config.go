@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/lookalike"
 	"github.com/tailscale/hujson"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Config is the gateway's JSONC configuration file.
@@ -446,19 +448,21 @@ func checkDeviceID(at, id string, seen map[string]bool) error {
 	return nil
 }
 
-// idLike is an id for a device whose id is not one: an invisible
-// character dropped, a look-alike written as the ASCII it reads as
-// (Cyrillic а is a: "аlice" is "alice", not "lice"), each other character
-// an id cannot hold a '-', the first a letter or digit, at most 64, none
-// of the ids in seen; "device-N" where nothing of it is left.
+// idLike is an id for a device whose id is not one: read in its
+// compatibility form (fullwidth ＬＡＰ1 is LAP1) with combining marks
+// dropped (ḱ is k), an invisible character dropped, a look-alike written
+// as the ASCII it reads as (Cyrillic а is a: "аlice" is "alice", not
+// "lice"), each other character an id cannot hold a '-', the first a
+// letter or digit, at most 64, none of the ids in seen; "device-N" where
+// nothing of it is left.
 func idLike(id string, seen map[string]bool) string {
 	var b strings.Builder
-	for _, r := range id {
+	for _, r := range norm.NFKD.String(id) {
 		a, looks := lookalike.ReadsAs(r)
 		switch {
 		case r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)):
 			b.WriteRune(r)
-		case invisible.Is(r):
+		case invisible.Is(r) || unicode.Is(unicode.Mn, r):
 		case looks && r >= 0x80:
 			b.WriteString(a)
 		default:
@@ -670,6 +674,18 @@ func checkGlob(g string) error {
 	return nil
 }
 
+// NearestID is the one of ids that id, no id of them, was likely meant
+// as: one it looks like (lookalike.Skeleton: a fullwidth or Cyrillic
+// letter, an accent), else one a typo away (confpos.Nearest); "" if none.
+func NearestID(id string, ids []string) string {
+	for _, c := range ids {
+		if lookalike.Skeleton(c) == lookalike.Skeleton(id) {
+			return c
+		}
+	}
+	return confpos.Nearest(id, ids)
+}
+
 // checkTrust checks a device's trusted set against the devices there are
 // (known holds every device id of the config).
 func checkTrust(at string, d Device, known map[string]bool) error {
@@ -677,9 +693,13 @@ func checkTrust(at string, d Device, known map[string]bool) error {
 		return fmt.Errorf("%s.trusts: an empty list; name the devices it trusts (its own id alone to trust only itself), or leave trusts out to trust every device", at)
 	}
 	for j, id := range d.Trusts {
-		if _, ok := known[id]; !ok {
-			return fmt.Errorf("%s.trusts[%d]: %q is no device of this config (records of unknown origin are never trusted by a device that names a set)", at, j, id)
+		if _, ok := known[id]; ok {
+			continue
 		}
+		if near := NearestID(id, slices.Sorted(maps.Keys(known))); near != "" {
+			return fmt.Errorf("%s.trusts[%d]: %q is no device of this config: did you mean %q? (fix: write %q)", at, j, id, near, near)
+		}
+		return fmt.Errorf("%s.trusts[%d]: %q is no device of this config (records of unknown origin are never trusted by a device that names a set)", at, j, id)
 	}
 	switch d.Untrusted {
 	case "", UntrustedMark, UntrustedWithhold:

@@ -101,8 +101,11 @@ func TestIDRefusalsNameTheFix(t *testing.T) {
 		{devs(`{"id": "d", "tokens": [{` + hm + `1T00:00:00Z"}]}`), `devices[0].tokens[0]: id and hmac are required`},
 		{devs(`{"id": "z 9"}`), `(fix: write it as "z-9")`},
 		{devs(`{"id": "_d"}, {"id": "d"}`), `(fix: write it as "d-2")`},
-		{devs(`{"id": "` + "\u0430lice" + `"}`), `(fix: write it as "alice")`},  // a Cyrillic а reads as a: not "lice" (attack111 F9)
-		{devs(`{"id": "` + "alic\u200be" + `"}`), `(fix: write it as "alice")`}, // an invisible character is dropped, not "alic-e"
+		{devs(`{"id": "` + "\u0430lice" + `"}`), `(fix: write it as "alice")`},    // a Cyrillic а reads as a: not "lice" (attack111 F9)
+		{devs(`{"id": "` + "alic\u200be" + `"}`), `(fix: write it as "alice")`},   // an invisible character is dropped, not "alic-e"
+		{devs(`{"id": "ＬＡＰ1"}`), `(fix: write it as "LAP1")`},                     // fullwidth letters are their ASCII, not "1" (attack113 F5)
+		{devs(`{"id": "` + "desk\u0301-9" + `"}`), `(fix: write it as "desk-9")`}, // a combining mark is dropped, not "desk--9"
+		{devs(`{"id": "` + "d\u0435sk-2" + `"}`), `(fix: write it as "desk-2")`},
 		{devs(`{"id": "unknown"}`), `(fix: give the device another id, e.g. "unknown-device")`},
 		{devs(`{"id": "d", "agents": ["open code/x@lap top"]}`), `(fix: write it as "open-code-x@lap-top", and have the agent send that as from_agent`},
 		{devs(`{"id": "d", "agents": [""]}`), `(fix: remove it from the list)`},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/gateway"
 )
 
@@ -175,7 +174,7 @@ func (g *gatewayConfig) deviceIn(c *gateway.Config, id string) (*gateway.Device,
 	for _, d := range c.Devices {
 		ids = append(ids, d.ID)
 	}
-	if near := confpos.Nearest(id, ids); near != "" {
+	if near := gateway.NearestID(id, ids); near != "" {
 		return nil, failed(fmt.Errorf("no device %s: did you mean %s? (fix: give %s; '%s' shows the devices)", id, near, near, g.hint("device list")))
 	}
 	return nil, failed(fmt.Errorf("no device %s (fix: '%s' shows the devices; '%s' adds it)", id, g.hint("device list"), g.hint("device add "+id)))

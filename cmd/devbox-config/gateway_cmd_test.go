@@ -262,6 +262,10 @@ func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
 	if _, errOut := cli(1, "token", "issue", "lapotp-7f3a"); !strings.Contains(errOut, "did you mean laptop-7f3a?") || strings.Contains(errOut, "device add lapotp-7f3a") {
 		t.Errorf("token issue for a typo of a device:\n%s", errOut)
 	}
+	// A look-alike of one (fullwidth ｌ, attack113 F5) is named too.
+	if _, errOut := cli(1, "token", "issue", "ｌaptop-7f3a"); !strings.Contains(errOut, "did you mean laptop-7f3a?") {
+		t.Errorf("token issue for a look-alike of a device:\n%s", errOut)
+	}
 	// device list shows the agents the device may speak for.
 	if out, _ := cli(0, "device", "list"); !strings.Contains(out, "AGENTS") || !strings.Contains(out, "opencode@laptop") {
 		t.Errorf("device list without the agents:\n%s", out)

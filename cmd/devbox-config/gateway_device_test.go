@@ -93,6 +93,11 @@ func TestGatewayDeviceTrusts(t *testing.T) {
 	if out := cli(1, "device", "set", "laptop-7f3a", "--trusts", "nosuch-1"); !strings.Contains(out, `"nosuch-1" is no device`) {
 		t.Errorf("a trusted device that does not exist: %q", out)
 	}
+	for given, meant := range map[string]string{"ｏps-0001": "ops-0001", "ops-001": "ops-0001", "lap\u0301top-7f3a": "laptop-7f3a"} { // a look-alike (attack113 F5) or a typo
+		if out := cli(1, "device", "set", "laptop-7f3a", "--trusts", given); !strings.Contains(out, `did you mean "`+meant+`"?`) {
+			t.Errorf("--trusts %q: %q, want a did you mean %s", given, out, meant)
+		}
+	}
 	c, _ := gateway.LoadConfig(cfg)
 	if d := c.Device("laptop-7f3a"); strings.Join(d.Trusts, ",") != "ops-0001" || d.Untrusted != gateway.UntrustedWithhold {
 		t.Errorf("after set: %+v", d)
