@@ -5,6 +5,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/palacefiles"
@@ -44,6 +45,36 @@ func (e *Edge) localEmpty() bool {
 		e.log.Debug("whether the local palace holds drawers is unknown; its error stands", "err", err)
 	}
 	return err == nil && empty
+}
+
+// reconnectTool is MemPalace's tool that reopens the palace
+// (newPalaceReconnect).
+const reconnectTool = "reconnect"
+
+// readsReconnect reports a reconnect whose answer route reads
+// (newPalaceReconnect) rather than relays: an edge's, not pass-through's.
+func (e *Edge) readsReconnect(c *call) bool {
+	return c.tool.Name == reconnectTool && !e.cfg.PassThrough()
+}
+
+// newPalaceReconnect is reconnect's answer from a local palace that holds
+// no drawers yet (localEmpty): MemPalace's words that it cannot open the
+// drawers (unopened) stand, its advice to repair (hint) and the palace's
+// path (details) go, and edge.local says "no drawers yet" (attack113 F6).
+// Any other answer, a damaged palace's too, is as it came.
+func (e *Edge) newPalaceReconnect(res *mcp.CallToolResult) *mcp.CallToolResult {
+	t, ok := objectText(res)
+	if !ok || !unopened(gjson.Get(t, "message").String()) || !e.localEmpty() {
+		return res
+	}
+	out, err := sjson.Delete(t, "hint")
+	if err == nil {
+		out, err = sjson.Delete(out, "details")
+	}
+	if err != nil {
+		return res // not expected of an object text (objectText): as it came
+	}
+	return annotate(textResult([]byte(out), res.IsError, res.Meta), map[string]any{"source": "local", "local": noDrawersYet}, false)
 }
 
 // notFound reports MemPalace's error for a drawer id it does not hold

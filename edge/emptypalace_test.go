@@ -28,6 +28,10 @@ func (l emptyLocal) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallT
 	if p.Name == "mempalace_search" {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "No palace found", "hint": "Run: mempalace init <dir> && mempalace mine <dir>"}`}}}, nil
 	}
+	if p.Name == "mempalace_reconnect" { // 3.11's answer when it cannot open the drawers after it
+		msg := map[bool]string{true: "Chroma database missing", false: "Backend open failed: collection missing"}[l.missing]
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"success": false, "message": "` + msg + `", "drawers": 0, "vector_disabled": false, "details": "Could not open /p/chroma.sqlite3.", "hint": "Run: mempalace status or mempalace repair-status for diagnostics."}`}}}, nil
+	}
 	if l.missing {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Chroma database missing", "details": "Could not open missing database at /p/chroma.sqlite3.", "hint": "Run: mempalace status or mempalace repair-status for diagnostics."}`}}}, nil
 	}
@@ -554,6 +558,30 @@ func TestADamagedPalaceKeepsItsRepairAdvice(t *testing.T) {
 		for _, tool := range []string{"mempalace_graph_stats", "mempalace_list_wings"} {
 			if m := routed(t, e, tool, map[string]any{}); m["hint"] == nil || edgeOf(m)["local"] == noDrawersYet {
 				t.Errorf("missing %v: %s on a damaged palace: %v", missing, tool, m)
+			}
+		}
+	}
+}
+
+// reconnect on a device whose palace is new, online or not, answers
+// MemPalace's words that it cannot open the drawers, edge.local "no
+// drawers yet", without its advice to repair nor the palace's path
+// (attack113 F6); a damaged palace keeps both.
+func TestAnEmptyPalaceReconnectsWithoutRepairAdvice(t *testing.T) {
+	t.Parallel()
+	for _, missing := range []bool{true, false} {
+		for _, damaged := range []bool{false, true} {
+			e, _, _, _ := routerUnderTest(t)
+			e.localServer = emptyLocal{missing: missing}
+			if damaged {
+				e.cfg.Palace = t.TempDir()
+				os.WriteFile(filepath.Join(e.cfg.Palace, "chroma.sqlite3"), []byte("not a database"), 0o600)
+			}
+			m := routed(t, e, "mempalace_reconnect", map[string]any{})
+			advised := m["hint"] != nil && m["details"] != nil && edgeOf(m)["local"] == nil
+			if !unopened(asString(m["message"])) || m["success"] != false || advised != damaged ||
+				!damaged && edgeOf(m)["local"] != noDrawersYet {
+				t.Errorf("missing %v, damaged %v: reconnect: %v", missing, damaged, m)
 			}
 		}
 	}

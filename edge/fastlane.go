@@ -341,8 +341,8 @@ func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool
 func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool) bool {
 	e := l.e
 	byID := !e.cfg.PassThrough() && c.tool.Route == catalogue.ByID && !e.primaryOnlyTool(c.name)
-	if !e.childAnswers(c) && !byID || e.notePending(l.ctx) {
-		return false // (a note goes on serve's answer)
+	if !e.childAnswers(c) && !byID || e.notePending(l.ctx) || e.readsReconnect(c) {
+		return false // (a note goes on serve's answer; reconnect's is read there: route)
 	}
 	if byID {
 		if _, err := c.decoded(); err != nil || c.refusal() != nil || e.tookAny(c) {
@@ -445,7 +445,7 @@ func (e *Edge) fromPrimaryByID(ctx context.Context, c *call, local json.RawMessa
 // callTool answers one tool call in the lane: the result bytes, or the
 // JSON-RPC error to send.
 func (e *Edge) callTool(ctx context.Context, c *call) (json.RawMessage, error) {
-	if e.childAnswers(c) {
+	if e.childAnswers(c) && !e.readsReconnect(c) {
 		raw, rpcErr, err := e.localServer.Relay(ctx, c.body)
 		switch {
 		case rpcErr != nil:

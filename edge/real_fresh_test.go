@@ -149,6 +149,7 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 		t.Errorf("get_drawer on a fresh device, the primary down: %v", m)
 	}
 	graphReadsOffline(t, h, "after a search")
+	reconnectsFresh(t, h, "after a search")
 	// status last: real MemPalace creates the drawer collection of a
 	// palace whose database file exists (this one's, since the search),
 	// and answers it as it is, with its protocol.
@@ -244,4 +245,18 @@ func TestRealAFreshDeviceOfflineReadsTheGraphEmpty(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{}, "")
 	r.srv.Stop()
 	graphReadsOffline(t, r.harness, "before a search")
+	reconnectsFresh(t, r.harness, "before a search")
+}
+
+// reconnectsFresh checks reconnect on a device whose palace is new:
+// MemPalace's words alone, edge.local "no drawers yet", never its advice
+// to repair nor the palace's path (attack113 F6).
+func reconnectsFresh(t *testing.T, h *harness, when string) {
+	t.Helper()
+	m, _ := h.call("reconnect", map[string]any{})
+	all := fmt.Sprint(m)
+	if strings.Contains(all, "hint") || strings.Contains(all, "repair") || strings.Contains(all, "chroma.sqlite3") ||
+		m["success"] != true && edgeOf(m)["local"] != noDrawersYet {
+		t.Errorf("reconnect on a fresh device %s: %v", when, m)
+	}
 }

@@ -78,7 +78,11 @@ func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 // through the two interfaces above.
 func (e *Edge) route(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if e.childAnswers(c) {
-		return e.local(ctx, c) // pass-through, a local-only tool
+		res, err := e.local(ctx, c) // pass-through, a local-only tool
+		if err == nil && e.readsReconnect(c) {
+			res = e.newPalaceReconnect(res)
+		}
+		return res, err
 	}
 	if rpcErr := c.refusal(); rpcErr != nil {
 		return nil, rpcErr // before any palace or the outbox sees it
