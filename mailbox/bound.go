@@ -103,7 +103,9 @@ func answerSize(v any, indent string) int {
 }
 
 // Only is r holding only the owed item id, whole (the tool's event_id),
-// or an error naming id when it is not owed.
+// or an error naming id when it is not owed: among the reasons, that it
+// may be one of the events withheld as from untrusted senders, and how
+// to see them, when r withheld any (attack113 F7).
 func (r Result) Only(id string) (Result, error) {
 	for _, it := range r.Owed {
 		if it.Event.ID == id {
@@ -111,5 +113,9 @@ func (r Result) Only(id string) (Result, error) {
 			return r, nil
 		}
 	}
-	return Result{}, fmt.Errorf("event_id: %s is not owed by %s (answered, not addressed to it, on another stream than the one asked for, or no such event): mempalace_mailbox without event_id lists what is", Printable(id), Quoted(r.Agent))
+	why := "answered, not addressed to it, on another stream than the one asked for, or no such event"
+	if n := r.UntrustedWithheld; n > 0 {
+		why = fmt.Sprintf("answered, not addressed to it, on another stream than the one asked for, no such event, or one of the %d %s withheld as from untrusted senders: %s", n, plural(n, "event", "events"), SeeWithheld)
+	}
+	return Result{}, fmt.Errorf("event_id: %s is not owed by %s (%s): mempalace_mailbox without event_id lists what is", Printable(id), Quoted(r.Agent), why)
 }

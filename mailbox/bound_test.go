@@ -75,3 +75,18 @@ func TestToolAnswerIsBounded(t *testing.T) {
 		t.Errorf("a small answer changed: %s", got.Raw)
 	}
 }
+
+// An event id not owed by a device that withholds untrusted senders may
+// be one withheld: the refusal says so and how to see them (attack113
+// F7); with none withheld, it says nothing of it.
+func TestOnlyOfAnIDNotOwedNamesWithholding(t *testing.T) {
+	t.Parallel()
+	for _, withheld := range []int{0, 5} {
+		r := Result{Agent: "opencode@desktop", UntrustedWithheld: withheld}
+		_, err := r.Only("evt_f173700b8ce8")
+		says := err != nil && strings.Contains(err.Error(), "5 events withheld as from untrusted senders") && strings.Contains(err.Error(), SeeWithheld)
+		if err == nil || !strings.Contains(err.Error(), "evt_f173700b8ce8") || says != (withheld > 0) || withheld == 0 && strings.Contains(err.Error(), "withheld") {
+			t.Errorf("%d withheld: %v", withheld, err)
+		}
+	}
+}
