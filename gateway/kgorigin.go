@@ -145,15 +145,20 @@ func (s *Server) replacedHeld(ctx context.Context, d *Device, req *rpcRequest, f
 	if err != nil {
 		made = now // not queued (a live call), or a build that sends no made-at
 	}
-	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", addedAfter{instant(str(args["valid_from"])), made})
+	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", addedAfter{instant(str(args["valid_from"])), made, true})
 }
 
 // addedAfter is what lets an add of a replaced value be filed beside its
 // replacement: it starts after the replacement did (from), and was made
-// after the replacement landed on the primary (made).
+// after the replacement landed on the primary (made); or, others, the
+// replacement is not known to be another device's (this device's own,
+// which it made before the add and replicates in order, or of unknown
+// origin: a supersede whose answer was lost; the chaos test's one device
+// re-adding a value it had replaced).
 type addedAfter struct {
-	from string
-	made time.Time
+	from   string
+	made   time.Time
+	others bool
 }
 
 // replacedNote is the held answer of a write (verb) that would make nw
@@ -168,7 +173,7 @@ func (s *Server) replacedNote(ctx context.Context, d *Device, facts []any, subj,
 	}
 	cur, kept := str(other["object"]), str(other["valid_from"])
 	st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, cur, kept, ""))
-	if after.from > instant(kept) && (!stamped || !after.made.Before(st.At)) {
+	if after.others && (!stamped || st.Device == d.ID) || after.from > instant(kept) && (!stamped || !after.made.Before(st.At)) {
 		return nil
 	}
 	fix := "or kg_add it if both are meant to be current"

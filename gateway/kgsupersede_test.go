@@ -339,3 +339,37 @@ func TestAnAddMadeBeforeTheReplacementLandedIsHeldWhateverItsDates(t *testing.T)
 		t.Errorf("svc_o's current leads: %v, want erin and frank", cur)
 	}
 }
+
+// A device's own sequence is replicated as its palace made it: a value it
+// replaced itself and then added again (queued offline: made before its
+// supersede landed), or one whose replacement is of unknown origin (the
+// supersede's answer lost), files beside the replacement, as the local
+// palace filed it; a later supersede or end of it then lands (CI 130's
+// chaos test: the re-add held, the supersede after it held, the end of
+// that dead).
+func TestAnAddOfAValueThisDeviceReplacedFiles(t *testing.T) {
+	t.Parallel()
+	g := newCuttingGateway(t, startFake(t).url)
+	ops := g.tokens["ops"]
+	g.mustKG("ops", "kg_add", map[string]any{"subject": "svc_s", "predicate": "lead", "object": "erin", "valid_from": "2026-01-01"})
+	g.mustKG("ops", "kg_supersede", map[string]any{"subject": "svc_s", "predicate": "lead", "old_object": "erin", "new_object": "frank", "at": "2026-06-01"})
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_kg_add", "arguments": map[string]any{"subject": "svc_s", "predicate": "lead", "object": "erin"},
+		"_meta": map[string]any{ledger.MetaKey: opOf('d'), ledger.MadeAtKey: g.clock().Add(-time.Hour).Format(time.RFC3339)}}})
+	if status, m := g.post(ops, string(b)); status != 200 || result(m)["held_by"] != nil {
+		t.Errorf("ops's add of a value it replaced itself: %d %v, want it filed", status, m)
+	}
+	if cur := currentOf(t, g.gw, "ops", "svc_s"); !slices.Equal(cur, []string{"erin", "frank"}) {
+		t.Errorf("svc_s's current leads: %v, want erin and frank, as ops's palace holds them", cur)
+	}
+
+	g.mustKG("mal", "kg_add", map[string]any{"subject": "svc_u", "predicate": "lead", "object": "erin", "valid_from": "2026-01-01"})
+	g.proxy.Drop("mempalace_kg_supersede")
+	g.call(g.tokens["mal"], "kg_supersede", map[string]any{"subject": "svc_u", "predicate": "lead", "old_object": "erin", "new_object": "frank", "at": "2026-06-01"})
+	if res, rpc, _ := g.call(g.tokens["mal"], "kg_add", map[string]any{"subject": "svc_u", "predicate": "lead", "object": "erin"}); rpc != nil || res["held_by"] != nil {
+		t.Errorf("an add of a value replaced by a supersede of unknown origin: %v %v, want it filed", res, rpc)
+	}
+	if cur := currentOf(t, g.gw, "ops", "svc_u"); !slices.Equal(cur, []string{"erin", "frank"}) {
+		t.Errorf("svc_u's current leads: %v, want erin and frank", cur)
+	}
+}
