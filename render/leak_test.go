@@ -125,6 +125,8 @@ func TestAParseErrorRepeatsNoSecretOfTheFile(t *testing.T) {
 		// 15 characters, 8 of them the token's in a row (attack115 F1).
 		{"cursor", ".cursor/mcp.json", `{"k": SECRETtok012345}`, "1:7", "RETtok01", remote},
 		{"cursor", ".cursor/mcp.json", `{"k": xxCRETtok01xx}`, "1:7", "RETtok01", remote},
+		// A token shorter than 8 characters, the literal itself (review35 R3).
+		{"cursor", ".cursor/mcp.json", `{"k": s3cr3tX}`, "1:7", "s3cr3tX", map[string]string{"MEMPALACE_REMOTE_URL": "http://127.0.0.1:9/mcp", "MEMPALACE_REMOTE_TOKEN": "s3cr3tX"}},
 	} {
 		home := t.TempDir()
 		path := filepath.Join(home, c.file)

@@ -170,8 +170,9 @@ func hideToken(warnings []string, token string) []string {
 	token = strings.TrimSpace(token)
 	for _, w := range warnings {
 		if len(token) >= redact.MinTokenInText {
-			w = redact.Pieces(redact.Token(w, token), token)
+			w = redact.Token(w, token)
 		}
+		w = redact.Pieces(w, token) // a shorter token too, as a word holding it (review35 R3)
 		out = append(out, w)
 	}
 	return out

@@ -150,7 +150,13 @@ func (o OS) LockOwner(file, owner string) (func(), error) {
 			return nil, errors.New(msg) // never removed: not the harness's, nor render's
 		}
 		if fi, serr := os.Lstat(lock); serr == nil && time.Since(fi.ModTime()) > stale {
-			os.Remove(lock) // a crashed writer's lock, as proper-lockfile treats it
+			// A crashed writer's lock, as proper-lockfile treats it; one
+			// that cannot be removed (a directory with files in it) is
+			// named, not tried for ever (review35 R2: render spun at full
+			// CPU, and the container start never ended).
+			if rerr := os.Remove(lock); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%s is older than %s, a crashed writer's, and cannot be removed: %w; %s is left as it is (fix: remove it, rm -r %s, if no %s is running)", lock, stale, rerr, file, lock, owner)
+			}
 			continue
 		}
 		if i >= retries {
