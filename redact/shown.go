@@ -67,11 +67,23 @@ func Pieces(text, tok string) string {
 		return text
 	}
 	return pieceWords.ReplaceAllStringFunc(text, func(w string) string {
-		if HoldsToken(w, tok) {
+		if holdsShort(w, tok) || len(tok) >= MinTokenInText && HoldsToken(w, tok) {
 			return Mark
 		}
 		return w
 	})
+}
+
+// holdsShort: the word w holds a token tok shorter than MinTokenInText:
+// is it (punctuation around it aside), or, of 4 characters or more,
+// contains it. A shorter one in a word is more likely the word's own
+// letters (a test's token "t" in "the").
+func holdsShort(w, tok string) bool {
+	if len(tok) >= MinTokenInText {
+		return false
+	}
+	core := strings.Trim(w, ",;:.()[]{}<>")
+	return strings.EqualFold(core, tok) || len(tok) >= 4 && strings.Contains(strings.ToLower(w), strings.ToLower(tok))
 }
 
 // pieceWords is a word Pieces looks at.
