@@ -43,7 +43,7 @@ func callMeta(ctx context.Context, tool string) mcp.Meta {
 			meta[ledger.QueuedAsKey] = dev // retried as another device: the ledger keys it under this one
 		}
 		if at := outbox.MadeAtFrom(ctx); !at.IsZero() {
-			meta[ledger.MadeAtKey] = at.UTC().Format(time.RFC3339) // a kg_add made before a replacement landed is held
+			meta[ledger.MadeAtKey] = at.UTC().Format(time.RFC3339Nano) // a kg_add made before a replacement landed is held
 		}
 	}
 	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -45,5 +46,49 @@ func TestAHeldWritesLogLineCarriesTheNote(t *testing.T) {
 	}
 	if fix := `to make it the value: supersede \"mysql\" with it`; !strings.Contains(log.String(), fix) || !strings.Contains(log.String(), "held_by=laptop-7f3a") {
 		t.Errorf("the held write's log line lacks %s:\n%s", fix, log.String())
+	}
+}
+
+// madeAtGateway records, for each call, the made-at the flusher put on it.
+type madeAtGateway struct{ made map[string]time.Time }
+
+func (madeAtGateway) Up() bool { return true }
+
+func (g madeAtGateway) Call(ctx context.Context, tool string, _ json.RawMessage) (map[string]any, error) {
+	g.made[tool] = outbox.MadeAtFrom(ctx)
+	return map[string]any{"success": true}, nil
+}
+
+// A kg_add is sent with when its op was made (the Primary puts it in
+// _meta["devbox-config/made-at"]): a gateway holds an add made offline
+// before another device's replacement of its value landed, whatever its
+// valid_from (attack113 F1; review35 R5: only a real-MemPalace test
+// covered it). Other writes carry none.
+func TestAKGAddIsSentWithWhenItWasMade(t *testing.T) {
+	t.Parallel()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "desk-1", "desktop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	before := time.Now()
+	for _, w := range []outbox.Write{
+		{Name: "mempalace_kg_add", Payload: []byte(`{"subject":"svc","predicate":"lead","object":"erin"}`)},
+		{Name: "mempalace_kg_invalidate", Payload: []byte(`{"subject":"svc","predicate":"lead","object":"erin","ended":"2026-06-01"}`)},
+	} {
+		if _, err := s.Enqueue(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := madeAtGateway{made: map[string]time.Time{}}
+	if _, err := (&outbox.Flusher{S: s, P: g, Log: slog.New(slog.DiscardHandler)}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if at := g.made["mempalace_kg_add"]; at.Before(before.Add(-time.Second)) || at.After(time.Now()) {
+		t.Errorf("the kg_add's made-at: %v, want when it was queued (after %v)", at, before)
+	}
+	if at, sent := g.made["mempalace_kg_invalidate"]; !sent || !at.IsZero() {
+		t.Errorf("the kg_invalidate's made-at: %v (sent %v), want none", at, sent)
 	}
 }

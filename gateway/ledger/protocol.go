@@ -26,7 +26,7 @@ const (
 	// device, so that it is filed once whichever machine sends it.
 	QueuedAsKey = "devbox-config/queued-as"
 	// MadeAtKey is the params._meta member of a queued kg_add: when its
-	// op was made, by the edge's clock (RFC 3339, UTC). A gateway files
+	// op was made, by the edge's clock (RFC 3339 with its fraction, UTC). A gateway files
 	// an add of a value replaced on the primary beside its replacement
 	// only when the add was made after the replacement landed (the
 	// device could have seen it), not when it was made offline before.
