@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/shellword"
 )
 
@@ -191,7 +192,7 @@ func edgeDurations(get func(string) string) edgeTimings {
 		}
 		fix := name + "=10s (a duration with its unit: 10s, 1m30s, 500ms), or remove it for the default"
 		// a bare number is proposed in seconds only when that is accepted (0s is not)
-		if n, err := strconv.ParseUint(v, 10, 32); err == nil && time.Duration(n)*time.Second >= least && showable(v, tok) {
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil && time.Duration(n)*time.Second >= least && redact.NotShown(v, tok) == "" {
 			fix = name + "=" + v + "s (a duration with its unit: s, m, ms), or remove it for the default"
 		}
 		t.warns = append(t.warns, Warning{Var: name, Fix: fix,

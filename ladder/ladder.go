@@ -345,7 +345,7 @@ func resolveIdentity(s *Settings, get func(string) string, tok string, warn warn
 			s.OriginLabel = v
 		} else {
 			s.OriginLabelRefused = v
-			if holdsToken(v, tok) { // its characters would show the token's (attack88 F4)
+			if redact.HoldsToken(v, tok) { // its characters would show the token's (attack88 F4)
 				why = "holds a character a label may not hold"
 			}
 			warn(EnvOriginLabel, EnvOriginLabel+"=laptop (the device's label, as `devbox-config gateway device list` shows it)",

@@ -6,13 +6,6 @@ import (
 	"github.com/joakimp/devbox-config/redact"
 )
 
-// showable reports whether a bad value may be repeated in a message
-// (redact.NotShown's rule; tok is the token).
-func showable(v, tok string) bool { return redact.NotShown(v, tok) == "" }
-
-// holdsToken: v holds the token tok or a piece of it (redact.HoldsToken).
-func holdsToken(v, tok string) bool { return redact.HoldsToken(v, tok) }
-
 // shown is a bad value as a warning or an error says it: quoted when
 // showable (tok is the token), else "its value (not shown: why)", like the
 // URL's query ("not repeated here: it may hold a secret").
