@@ -152,3 +152,14 @@ func (o Options) mask(text string) string {
 	}
 	return text
 }
+
+// maskQuoted is mask for render's words about a user's file (a parse
+// error quoting it): the token's forms alone, not the credential rule,
+// which read "basic strings cannot have new lines" as a Basic credential
+// (attack116 F2). Render hid the token and its pieces already.
+func (o Options) maskQuoted(text string) string {
+	if tok := o.token(); len(tok) >= MinTokenLen {
+		return redact.Token(strings.ReplaceAll(text, tok, "[token]"), tok)
+	}
+	return text
+}

@@ -27,7 +27,7 @@ func CheckRenderRefuses(opts Options, plan RenderPlan) []Finding {
 		switch what, fix := r.KeptWhy(); {
 		case r.Action == render.ActionSkipped:
 			msg, fix := refusalOf(r, plan.global)
-			f.Message, f.Fix = opts.mask(msg), opts.mask(fix)
+			f.Message, f.Fix = opts.maskQuoted(msg), opts.maskQuoted(fix)
 		case r.Action == "kept-user-edit" && r.Mode != string(ladder.Solitary) && !exists(r.ProposedFile):
 			f.Message = fmt.Sprintf("%s (%s): %s; render would put the environment's entry in %s, and %s keeps using yours until you merge it", opts.mask(r.File), r.Target, what, opts.mask(r.ProposedFile), r.Target)
 			f.Fix = fix

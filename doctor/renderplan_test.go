@@ -85,3 +85,36 @@ func TestDoctorNamesAClaudeLockThatIsNoLock(t *testing.T) {
 		t.Errorf("the link was removed: %v", err)
 	}
 }
+
+// A parse error's own words reach doctor's render-refuses as render wrote
+// them, with a token set: "basic strings" is TOML's English, not a Basic
+// credential (attack116 F2: "basic [redacted] cannot have new lines").
+// And an old lock directory with a file in it, which render's run
+// refuses, is named by its dry run, so doctor says so (attack116 F1).
+func TestDoctorKeepsAParseErrorsWordsAndNamesALockDirectoryInUse(t *testing.T) {
+	b := newBox(t)
+	h := b.home
+	must(t, os.MkdirAll(filepath.Join(h, ".codex"), 0o755))
+	write(t, filepath.Join(h, ".codex", "config.toml"), "k = \"a\nb\"\n", 0o644)
+	write(t, filepath.Join(h, ".claude.json"), "{}\n", 0o644)
+	must(t, os.MkdirAll(filepath.Join(h, ".claude"), 0o755))
+	lock := filepath.Join(h, ".claude.json.lock")
+	must(t, os.Mkdir(lock, 0o755))
+	write(t, filepath.Join(lock, "x"), "", 0o644)
+	b.env["MEMPALACE_REMOTE_URL"] = "https://p.example.org/mcp"
+	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-0123456789abcdef"
+	said := map[string]string{}
+	for _, f := range CheckRenderRefuses(b.opts.withDefaults(), PlanRender(b.opts.withDefaults())) {
+		for _, target := range []string{"codex", "claude-code"} {
+			if strings.Contains(f.Message, "("+target+")") || strings.Contains(f.Message, target) {
+				said[target] += f.Message + " | " + f.Fix
+			}
+		}
+	}
+	if !strings.Contains(said["codex"], "basic strings") || strings.Contains(said["codex"], "[redacted]") {
+		t.Errorf("codex's parse error: %q, want TOML's own words", said["codex"])
+	}
+	if !strings.Contains(said["claude-code"], "a directory with files in it") || !strings.Contains(said["claude-code"], "rm -r "+lock) {
+		t.Errorf("claude-code's lock directory in use: %q, want it named with its fix", said["claude-code"])
+	}
+}

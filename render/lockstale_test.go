@@ -25,7 +25,7 @@ func TestAnOldLockThatCannotBeRemovedIsNamed(t *testing.T) {
 	go func() { _, err := (OS{}).LockOwner(file, "Claude Code"); done <- err }()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "cannot be removed") || !strings.Contains(err.Error(), "rm -r "+lock) {
+		if err == nil || !strings.Contains(err.Error(), "a directory with files in it") || !strings.Contains(err.Error(), "rm -r "+lock) {
 			t.Errorf("LockOwner on an old lock it cannot remove: %v, want it named with its fix", err)
 		}
 	case <-time.After(5 * time.Second):

@@ -262,10 +262,18 @@ func TestHarnessLockThatIsNoLockIsNamed(t *testing.T) {
 	for name, c := range map[string]struct {
 		set  func(lock, elsewhere string) error
 		what string
+		rm   string
 	}{
-		"dangling link":       {func(l, _ string) error { return os.Symlink("/nonexistent/x", l) }, "a dangling symlink (to /nonexistent/x)"},
-		"link to a directory": {func(l, e string) error { return os.Symlink(e, l) }, "a symlink to "},
-		"FIFO":                {func(l, _ string) error { return syscall.Mkfifo(l, 0o644) }, "a FIFO"},
+		"dangling link":       {func(l, _ string) error { return os.Symlink("/nonexistent/x", l) }, "a dangling symlink (to /nonexistent/x)", "rm "},
+		"link to a directory": {func(l, e string) error { return os.Symlink(e, l) }, "a symlink to ", "rm "},
+		"FIFO":                {func(l, _ string) error { return syscall.Mkfifo(l, 0o644) }, "a FIFO", "rm "},
+		// attack116 F1: the dry run (doctor) said render would write it.
+		"directory with a file in it": {func(l, _ string) error {
+			if err := os.Mkdir(l, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(l, "x"), nil, 0o644)
+		}, "a directory with files in it", "rm -r "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			home := t.TempDir()
@@ -286,7 +294,7 @@ func TestHarnessLockThatIsNoLockIsNamed(t *testing.T) {
 				}
 				w := strings.Join(res[0].Warnings, "\n")
 				if res[0].Action != ActionSkipped || !strings.Contains(w, lock+": it is "+c.what) ||
-					!strings.Contains(w, "(fix: rm "+lock+" if no Claude Code is running)") || strings.Contains(w, "held by another writer") {
+					!strings.Contains(w, "(fix: "+c.rm+lock+" if no Claude Code is running)") || strings.Contains(w, "held by another writer") {
 					t.Errorf("dry run %v: action %s, warnings %q: want the lock named as %q with the fix", dry, res[0].Action, w, c.what)
 				}
 			}

@@ -172,12 +172,22 @@ func (o OS) LockOwner(file, owner string) (func(), error) {
 // FIFO, a socket or a device. Neither the harness nor render can take the
 // lock while it is there, and it is no one's lock, so render names it and
 // the fix rather than "held by another writer", and never removes it.
-// "" when the path is absent, a directory or a regular file.
+// So is a directory with files in it: a lock is an empty one, and the
+// stale rule could not remove it (attack116 F1: the dry run, and so
+// doctor, said render would write the file the run then refused).
+// "" when the path is absent, an empty directory or a regular file.
 func lockInTheWay(sys System, file, owner string) string {
 	lock := file + ".lock"
 	fi, err := sys.Lstat(lock)
-	if err != nil || fi.IsDir() || fi.Mode().IsRegular() {
+	if err != nil || fi.Mode().IsRegular() {
 		return ""
+	}
+	if fi.IsDir() {
+		if ents, err := sys.ReadDir(lock); err != nil || len(ents) == 0 {
+			return ""
+		}
+		return refusal(lock, fmt.Sprintf("it is a directory with files in it, not a lock %s or render takes (an empty directory), so neither can lock %s to write it; it is left alone, and so is %s", owner, filepath.Base(file), file),
+			fmt.Sprintf("rm -r %s if no %s is running", shellword.Quote(lock), owner))
 	}
 	what := "a " + filewrite.Kind(fi.Mode())
 	if fi.Mode()&fs.ModeSymlink != 0 {

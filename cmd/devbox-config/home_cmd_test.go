@@ -89,4 +89,10 @@ func TestRelativeHomeIsRefused(t *testing.T) {
 	if code, _, errOut := runCLI("render", "--dry-run"); code != 2 || !strings.Contains(errOut, `HOME is " `+root+`", a path with whitespace around it`) {
 		t.Errorf("HOME with a space before it: exit %d\n%s", code, errOut)
 	}
+	// After it: absolute, but no such directory; quoted, the space said
+	// (attack116 F4: "HOME is /abs , which does not exist").
+	t.Setenv("HOME", root+" ")
+	if code, _, errOut := runCLI("render", "--dry-run"); code != 2 || !strings.Contains(errOut, `HOME is "`+root+` ", which does not exist (whitespace around it is part of the path)`) {
+		t.Errorf("HOME with a space after it: exit %d\n%s", code, errOut)
+	}
 }

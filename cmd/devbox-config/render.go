@@ -290,6 +290,13 @@ func existingHome(home string, from homeFrom) error {
 	}
 	what := "which does not exist"
 	switch {
+	case strings.TrimSpace(home) != home:
+		what += " (whitespace around it is part of the path)" // attack116 F4
+		fallthrough
+	default:
+		home = fmt.Sprintf("%q", home) // a space or line break shown as one
+	}
+	switch {
 	case err == nil:
 		what = "which is not a directory"
 	case !errors.Is(err, fs.ErrNotExist):
