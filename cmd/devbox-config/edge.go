@@ -18,6 +18,15 @@ import (
 // edgeConfig reads the edge's settings through the ladder (the one reader
 // of MEMPALACE_*) and logs its warnings once.
 func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
+	// A HOME that is not an existing absolute directory is refused by
+	// every edge command, before a palace or the local server makes a
+	// new home (attack116 F5: edge status, flush and outbox list read
+	// one below the working directory).
+	if home := os.Getenv("HOME"); home != "" {
+		if err := existingHome(home, homeEnvOnly); err != nil {
+			return edge.Config{}, newLogger(stderr, slog.LevelWarn), err
+		}
+	}
 	// MEMPALACE_ENV_FROM_PARENT=1: a harness that starts servers with a
 	// fixed handful of variables (Auggie) still hands the edge, and the
 	// child mempalace-mcp, its own.
@@ -72,11 +81,6 @@ func newEdgeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 // serveEdge is `edge`: the proxy on stdin and stdout until the harness
 // closes its input or a signal stops it.
 func serveEdge(stdin io.Reader, stdout, stderr io.Writer) error {
-	if home := os.Getenv("HOME"); home != "" {
-		if err := existingHome(home, homeEnvOnly); err != nil {
-			return err // before the palace or the local server makes a new home
-		}
-	}
 	cfg, _, err := edgeConfig(stderr)
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func TestRelativeHomeIsRefused(t *testing.T) {
 		os.Unsetenv(k)
 	}
 	t.Setenv("HOME", "rel")
-	for _, args := range [][]string{{"render"}, {"render", "--dry-run"}, {"doctor"}, {"join"}, {"edge"}} {
+	for _, args := range [][]string{{"render"}, {"render", "--dry-run"}, {"doctor"}, {"join"}, {"edge"}, {"edge", "status"}, {"edge", "flush"}, {"edge", "outbox", "list"}} {
 		code, out, errOut := runCLI(args...)
 		if code != 2 || !strings.Contains(errOut, `HOME is "rel", a relative path`) || !strings.Contains(errOut, "(fix: set HOME to your home directory's absolute path") {
 			t.Errorf("HOME=rel %v: exit %d, want 2 naming HOME, that it is relative, and the fix\n%s%s", args, code, out, errOut)
