@@ -211,13 +211,7 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		return own, nil
 	}
 	res, err := e.callPrimary(ctx, c, true)
-	unopenedHere := ""
-	if err == nil {
-		unopenedHere = gjson.Get(resultText(res), "error").String()
-	}
-	if !unopened(unopenedHere) {
-		unopenedHere = ""
-	}
+	unopenedHere := unopenedAnswer(res, err)
 	if err == nil && !res.IsError && unopenedHere == "" {
 		if missing != "" {
 			return annotate(res, map[string]any{"source": "primary", "local": missing}, true), nil
@@ -266,6 +260,18 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		return local, lerr
 	}
 	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), e.notFiled(ctx, c, mark), unopenedHere != chromaMissing), nil
+}
+
+// unopenedAnswer is the primary's answer's error when it is MemPalace's
+// unopened-palace one (unopened), "" otherwise.
+func unopenedAnswer(res *mcp.CallToolResult, err error) string {
+	if err != nil {
+		return ""
+	}
+	if u := gjson.Get(resultText(res), "error").String(); unopened(u) {
+		return u
+	}
+	return ""
 }
 
 // ownFacts answers a knowledge-graph read from the local palace while
