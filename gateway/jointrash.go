@@ -42,8 +42,7 @@ const (
 // join's write (fail closed). It answers the request itself
 // when it refuses (ok false).
 func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
-	params, _ := req.msg["params"].(map[string]any)
-	meta, _ := params["_meta"].(map[string]any)
+	meta := req.meta()
 	mark, present := meta[origin.JoinKey]
 	replay, replayed := meta[origin.ReplayKey]
 	local, named := meta[origin.JoinDrawerKey]

@@ -392,8 +392,7 @@ func (e *changed) editedOver() *changed {
 // (sameText, req.held) is another device's, not to be written over unseen
 // (attack66 N3).
 func (s *Server) staleBase(req *rpcRequest, p map[string]any, d *Device) *changed {
-	params, _ := req.msg["params"].(map[string]any)
-	meta, _ := params["_meta"].(map[string]any)
+	meta := req.meta()
 	base, _ := meta[origin.BaseKey].(string)
 	sent, edit := req.Args["content"].(string)
 	if now := str(p["content"]); base == "" || edit && now == sent || origin.Base(now) == base {

@@ -139,8 +139,7 @@ func (s *Server) replacedHeld(ctx context.Context, d *Device, req *rpcRequest, f
 	if vt := instant(str(args["valid_to"])); vt != "" && vt <= now.Format(time.RFC3339) {
 		return nil // closed: never a second current value (attack113 F2: one ending ahead is current till then)
 	}
-	params, _ := req.msg["params"].(map[string]any)
-	meta, _ := params["_meta"].(map[string]any)
+	meta := req.meta()
 	made, err := time.Parse(time.RFC3339, str(meta[ledger.MadeAtKey]))
 	if err != nil {
 		made = now // not queued (a live call), or a build that sends no made-at

@@ -468,3 +468,11 @@ func rebuildQuery(q map[string]string) string {
 	}
 	return v.Encode()
 }
+
+// meta is the request's params._meta (nil when it has none): the marks
+// an edge or a join puts on a write (ledger and origin keys).
+func (r *rpcRequest) meta() map[string]any {
+	params, _ := r.msg["params"].(map[string]any)
+	meta, _ := params["_meta"].(map[string]any)
+	return meta
+}

@@ -20,8 +20,7 @@ import (
 // the gateway does not honour is refused (ok false: answered), so that a
 // join never believes it attributed what it did not.
 func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *Device, ok bool) {
-	params, _ := req.msg["params"].(map[string]any)
-	meta, _ := params["_meta"].(map[string]any)
+	meta := req.meta()
 	raw, present := meta[origin.MetaKey]
 	if !present {
 		return d, true

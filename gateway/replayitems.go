@@ -27,8 +27,7 @@ import (
 // through (logged, as writerStep); a primary that does not answer the
 // look-up, busy. It answers the request itself when it refuses (ok false).
 func (s *Server) replayItemsStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
-	params, _ := req.msg["params"].(map[string]any)
-	meta, _ := params["_meta"].(map[string]any)
+	meta := req.meta()
 	raw, named := meta[origin.ReplayItemsKey]
 	items, _ := req.Args["items"].([]any)
 	replayed, valid := replayIndexes(raw, len(items))
