@@ -194,10 +194,10 @@ func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, full sh
 	defer o.mu.Unlock()
 	now := h.opened
 	o.gone = slices.DeleteFunc(o.gone, func(x *streamHold) bool { return !x.freed.After(now) })
-	ofDevice := func(x *streamHold) bool { return x.device != h.device }
-	mine := slices.DeleteFunc(slices.Clone(o.holds), ofDevice)
+	others := func(x *streamHold) bool { return x.device != h.device }
+	mine := slices.DeleteFunc(slices.Clone(o.holds), others)
 	slices.SortStableFunc(mine, func(a, b *streamHold) int { return a.opened.Compare(b.opened) })
-	gone := slices.DeleteFunc(slices.Clone(o.gone), ofDevice)
+	gone := slices.DeleteFunc(slices.Clone(o.gone), others)
 	need, ok := admits(mine, gone, share, now)
 	if !ok {
 		return nil, shareFull{retry: untilAdmitted(mine, gone, share, now), ended: len(gone)}, false

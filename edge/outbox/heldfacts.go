@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/tidwall/gjson"
 
@@ -66,7 +65,7 @@ func (s *Store) HeldFacts(ctx context.Context, entity string) ([]HeldFact, error
 		if !x.held || !res.Get("held_by").Exists() || x.tool == catalogue.Prefix+"kg_invalidate" || settled[x.sp+"/"+catalogue.EntityID(object)] > i {
 			continue
 		}
-		if id != "" && !slices.ContainsFunc(a.Get("[subject,object,old_object,new_object]").Array(), func(v gjson.Result) bool { return v.Type == gjson.String && catalogue.EntityID(v.Str) == id }) {
+		if id != "" && !namesEntity(a.Get("[subject,object,old_object,new_object]"), id) {
 			continue
 		}
 		held = append(held, HeldFact{ID: x.id, Tool: x.tool, Subject: a.Get("subject").Str, Predicate: a.Get("predicate").Str,

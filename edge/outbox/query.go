@@ -1078,11 +1078,17 @@ func (s *Store) factOps(ctx context.Context, states, entity string) ([]string, e
 	id := catalogue.EntityID(entity)
 	var ids []string
 	for _, x := range rows {
-		if id == "" || slices.ContainsFunc(gjson.Parse(x.names).Array(), func(v gjson.Result) bool { return v.Type == gjson.String && catalogue.EntityID(v.Str) == id }) {
+		if id == "" || namesEntity(gjson.Parse(x.names), id) {
 			ids = append(ids, x.id)
 		}
 	}
 	return ids, nil
+}
+
+// namesEntity: one of names (a JSON array of a KG write's subject and
+// objects) is the entity of id.
+func namesEntity(names gjson.Result, id string) bool {
+	return slices.ContainsFunc(names.Array(), func(v gjson.Result) bool { return v.Type == gjson.String && catalogue.EntityID(v.Str) == id })
 }
 
 // DeadOp is a dead op as its agent is told of it (the edge's note), or a
