@@ -146,7 +146,7 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 		opts.Log.Warn(w.String())
 	}
 	global := append(lw, dw...)
-	token, _ := opts.Env(ladder.EnvRemoteToken)
+	token := ladder.TokenSource(opts.Env)()
 	var results []Result
 	for _, t := range targets {
 		r := runTarget(opts, settings, t, dryRun)
@@ -167,7 +167,6 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 // F3). The ladder's warnings never hold it.
 func hideToken(warnings []string, token string) []string {
 	out := make([]string, 0, len(warnings))
-	token = strings.TrimSpace(token)
 	for _, w := range warnings {
 		if len(token) >= redact.MinTokenInText {
 			w = redact.Token(w, token)
