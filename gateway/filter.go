@@ -242,12 +242,14 @@ func unopenedPalace(ms []member) bool {
 			return false
 		}
 	}
-	switch e, _ := memberOf(ms, "error"); e.Str {
-	case "Chroma database missing", "Backend open failed", "No palace found":
-		return true
-	}
-	return false
+	e, _ := memberOf(ms, "error")
+	return slices.Contains(unopenedErrors[:], e.Str)
 }
+
+// unopenedErrors are MemPalace 3.11's errors for a palace it cannot open
+// the drawers of (unopenedPalace, and the byte scan before it): a table,
+// read only.
+var unopenedErrors = [...]string{"Chroma database missing", "Backend open failed", "No palace found"}
 
 // unopenedOrAsItCame is an answer the filter passes whole to d: as it
 // came, unless it is MemPalace's unopenedPalace answer and d is not
@@ -256,7 +258,7 @@ func unopenedPalace(ms []member) bool {
 // follow_tunnels named the palace to a device reading every wing). A scan
 // of the answer's bytes for the answer's words decides whether to read it.
 func (s *Server) unopenedOrAsItCame(d *Device, id json.RawMessage, resp []byte) []byte {
-	if d.Admin || !bytes.Contains(resp, []byte("Chroma database missing")) && !bytes.Contains(resp, []byte("Backend open failed")) && !bytes.Contains(resp, []byte("No palace found")) {
+	if d.Admin || !slices.ContainsFunc(unopenedErrors[:], func(e string) bool { return bytes.Contains(resp, []byte(e)) }) {
 		return resp
 	}
 	m, kind, err := answerText(resp)
