@@ -336,13 +336,14 @@ func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool
 // and the answer from the child reader's, so the edge adds two pipe
 // writes and no hand-offs. It declines (false) when that is not possible
 // now (another kind of call, the tools not known yet, the child
-// restarting, or at a call a get_drawer would wait behind: byID bounds
+// restarting, a get_drawer while the edge's first take of dropped
+// edits' texts runs (awaitFirstTheirs), or at a call a get_drawer would wait behind: byID bounds
 // that wait); serve then takes the call.
 func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool) bool {
 	e := l.e
 	byID := !e.cfg.PassThrough() && c.tool.Route == catalogue.ByID && !e.primaryOnlyTool(c.name)
-	if !e.childAnswers(c) && !byID || e.notePending(l.ctx) || e.readsReconnect(c) {
-		return false // (a note goes on serve's answer; reconnect's is read there: route)
+	if !e.childAnswers(c) && !byID || e.notePending(l.ctx) || e.readsReconnect(c) || byID && !answered(e.theirsFirst) {
+		return false // (a note goes on serve's answer; reconnect's is read there, and a read waits there for the first take of dropped edits' texts: route)
 	}
 	if byID {
 		if _, err := c.decoded(); err != nil || c.refusal() != nil || e.tookAny(c) {
