@@ -213,3 +213,94 @@ func TestAnOfflineKGReadStillNamesAHeldWriteAfterAnotherValue(t *testing.T) {
 		t.Errorf("an offline read after another value was added: edge %v (want carol named not filed)", ed)
 	}
 }
+
+// heldAdd is bob-02 behind a gateway, with the primary's URL, once its
+// kg_add of service_x runs_on host_1 was held (NOT FILED): the primary
+// held host_1 current already, filed around the gateway.
+func heldAdd(t *testing.T) (*harness, string) {
+	t.Helper()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	postTool(t, primary, testToken, "kg_add", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "valid_from": "2026-12-01"})
+	if _, res := h.call("kg_add", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "valid_from": "2026-11-15"}); res.IsError {
+		t.Fatalf("kg_add refused: %s", refusalText(res))
+	}
+	h.drained()
+	return h, primary
+}
+
+// offlineNotFiled is what an offline kg_query of entity names in
+// not_filed, by object, once h's writes are drained.
+func offlineNotFiled(t *testing.T, h *harness, entity string) []string {
+	t.Helper()
+	h.drained()
+	h.srv.Stop()
+	got, _ := h.call("kg_query", map[string]any{"entity": entity})
+	ed, _ := got["edge"].(map[string]any)
+	if ed["source"] != "local" {
+		t.Fatalf("an offline read: edge %v", ed)
+	}
+	var objects []string
+	held, _ := ed["not_filed"].([]any)
+	for _, x := range held {
+		objects = append(objects, asString(x.(map[string]any)["object"]))
+	}
+	return objects
+}
+
+// closedNoted says whether the outbox noted a done op of tool as held or
+// closed already by the gateway (DeadOp.Closed): the end under test was
+// answered already_closed or held_by, not taken.
+func closedNoted(t *testing.T, h *harness, tool string) bool {
+	t.Helper()
+	dead, err := h.edge.outbox.DeadOps(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dead {
+		if d.Closed && d.Tool == "mempalace_"+tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Once the agent ends the value of its held add (kg_invalidate) and the
+// gateway answers already_closed (another device ended it on the primary
+// first), an offline read no longer names the held add: the agent ended
+// it, the primary holds it closed, nothing is owed (it stayed in
+// not_filed, telling the agent of a fact it had ended itself).
+func TestAnEndAnsweredAlreadyClosedSettlesAHeldAdd(t *testing.T) {
+	t.Parallel()
+	h, primary := heldAdd(t)
+	postTool(t, primary, testToken, "kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-05"})
+	if _, res := h.call("kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-06"}); res.IsError {
+		t.Fatalf("kg_invalidate refused: %s", refusalText(res))
+	}
+	h.drained()
+	if !closedNoted(t, h, "kg_invalidate") {
+		t.Fatal("the end was not answered already_closed")
+	}
+	if held := offlineNotFiled(t, h, "service_x"); len(held) != 0 {
+		t.Errorf("an offline read after the agent ended its held add's value names as not filed: %v", held)
+	}
+}
+
+// Once the agent supersedes away from its held add's value and the
+// gateway answers held_by (the value closed on the primary, another
+// current), an offline read no longer names the held add, only the held
+// supersede's own new value.
+func TestASupersedeAnsweredHeldSettlesAHeldAdd(t *testing.T) {
+	t.Parallel()
+	h, primary := heldAdd(t)
+	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_2", "at": "2026-12-05"})
+	if _, res := h.call("kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_3", "at": "2026-12-06"}); res.IsError {
+		t.Fatalf("kg_supersede refused: %s", refusalText(res))
+	}
+	h.drained()
+	if !closedNoted(t, h, "kg_supersede") {
+		t.Fatal("the supersede was not answered held_by")
+	}
+	if held := offlineNotFiled(t, h, "service_x"); len(held) != 1 || held[0] != "host_3" {
+		t.Errorf("an offline read after the agent superseded its held add's value names as not filed %v, want only host_3", held)
+	}
+}

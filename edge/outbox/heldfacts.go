@@ -26,13 +26,10 @@ type HeldFact struct {
 
 // HeldFacts are the held KG writes (HeldFact) the outbox keeps whose
 // subject or object is entity (any for one with no id), as UnsentFacts
-// matches, oldest first; save those a later KG write of this outbox
-// settled: one the gateway did not hold, of the same subject and
-// predicate, that names the held value (an add or supersede that made it
-// current on the primary, or a supersede or invalidate the primary took
-// that ended it). A later write of another value leaves it named: the
-// local palace still holds the held value as written, the primary does
-// not.
+// matches, oldest first; save those a later KG write of this outbox of
+// the same subject and predicate settled (kgRow.settles). A later write
+// of another value leaves it named: the local palace still holds the
+// held value as written, the primary does not.
 func (s *Store) HeldFacts(ctx context.Context, entity string) ([]HeldFact, error) {
 	rows, err := queryAll(ctx, s.db, func(r rowScanner) (kgRow, error) {
 		var x kgRow
@@ -49,10 +46,10 @@ func (s *Store) HeldFacts(ctx context.Context, entity string) ([]HeldFact, error
 	if err != nil {
 		return nil, fmt.Errorf("outbox: the held KG writes: %w", err)
 	}
-	settled := map[string]int{} // the last unheld write naming each subject/predicate/value, by row
+	settled := map[string]int{} // the last write settling each subject/predicate/value, by row
 	for i, x := range rows {
-		for _, o := range x.args.Get("[object,old_object,new_object]").Array() {
-			if !x.held && o.Type == gjson.String {
+		for _, o := range x.settles().Array() {
+			if o.Type == gjson.String {
 				settled[x.sp+"/"+catalogue.EntityID(o.Str)] = i
 			}
 		}
@@ -80,4 +77,23 @@ type kgRow struct {
 	id, tool, sp string
 	args, res    gjson.Result
 	held         bool
+}
+
+// settles is the values x settles an earlier held write of: each it
+// names when the gateway did not hold it (an add or supersede that made
+// the value current on the primary, or a supersede or invalidate the
+// primary took that ended it); the value it ends when the gateway
+// answered it already_closed (an invalidate) or held_by (a supersede's
+// old object): the agent ended the value and the primary holds it
+// closed, so nothing is owed. None for a held add: it ends nothing.
+func (x kgRow) settles() gjson.Result {
+	switch {
+	case !x.held:
+		return x.args.Get("[object,old_object,new_object]")
+	case x.tool == catalogue.Prefix+"kg_invalidate":
+		return x.args.Get("[object]")
+	case x.tool == catalogue.Prefix+"kg_supersede":
+		return x.args.Get("[old_object]")
+	}
+	return gjson.Result{}
 }
