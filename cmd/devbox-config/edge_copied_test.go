@@ -89,3 +89,19 @@ func TestSameMachineDismissesTheCopyLine(t *testing.T) {
 		t.Errorf("same-machine with no copy: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// same-machine beside a locked outbox says so as retry, drop and
+// delivered do, with the file and what to do, not SQLite's words alone.
+func TestSameMachineBesideALockedOutboxSaysSo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out SQLite's 10 s busy timeout: the integration tier")
+	}
+	path := copiedOutbox(t)
+	runOK(t, "edge", "status") // the open that notes the copy
+	holder := lockedOutbox(t, path, false)
+	defer holder.ExecContext(context.Background(), "ROLLBACK") // the lock ends here
+	code, out, errOut := runCLI("edge", "outbox", "same-machine")
+	if all := out + errOut; code != 1 || !strings.Contains(all, path) || !strings.Contains(all, "another devbox-config process") || !strings.Contains(all, "try again in a moment") {
+		t.Errorf("edge outbox same-machine beside a locked outbox: exit %d\n%s", code, all)
+	}
+}

@@ -140,7 +140,7 @@ func newOutboxSameMachineCmd(stdout, stderr io.Writer) *cobra.Command {
 			defer s.Close()
 			c, err := s.SameMachine(context.Background())
 			if err != nil {
-				return failed(fmt.Errorf("%s: %w", s.Path(), err))
+				return failed(outbox.PathErr(s.Path(), err)) // a lock held: said plainly, as retry says it
 			}
 			fmt.Fprintf(stdout, "%s: recorded as this machine's own (a copy of the outbox whose identity began %s): edge status and doctor no longer note it; a later copy is noted again. If this is in fact a second machine, it writes under device %q's name: give it its own device id and token (docs/operator.md, A cloned devbox)\n", s.Path(), mailbox.Printable(c.Was), mailbox.Printable(c.Device))
 			return nil
