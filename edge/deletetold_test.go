@@ -125,3 +125,33 @@ func TestAnAdminDeleteWhileThePrimaryIsDownSaysToDeleteAgain(t *testing.T) {
 		t.Errorf("queued: %+v", ops)
 	}
 }
+
+// An admin device deletes another device's diary entry by the id the
+// primary lists it under: the edge does not send it (it sends a diary
+// entry's delete only for this device's own write), and the answer tells
+// the admin how to delete it there, not that "an admin device can delete
+// it there" (it is one: outside tester, attack118 F5).
+func TestAnAdminDeleteOfAnotherDevicesDiaryEntrySaysHow(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := adminRouter(t)
+	b, _ := json.Marshal(map[string]any{"name": "mempalace_diary_write", "arguments": map[string]any{"agent_name": "eve", "entry": "eve's standup, written on another device"}})
+	line, err := primary.pl.Handle(wire.Request("x", "tools/call", b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, _ := wire.SplitAnswer(line)
+	res, _ := wire.DecodeResult(raw)
+	text, _ := objectText(res)
+	id, _ := objectMap(text)["entry_id"].(string)
+	if id == "" {
+		t.Fatalf("the primary's diary_write: %s", text)
+	}
+	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	msg := fmt.Sprint(m["message"])
+	if !strings.Contains(msg, "sent to the gateway itself, not through an edge") || strings.Contains(msg, "an admin device can delete it") {
+		t.Errorf("the answer: %s", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("queued: %+v", ops)
+	}
+}

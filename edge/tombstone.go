@@ -269,6 +269,15 @@ const (
 // (attack63 F3: it told an admin device that an admin device can).
 const notReachableAdmin = "the primary is not reachable, and a delete is sent only while it is"
 
+// unnamedEntry is why a delete naming a diary entry whose copy on the
+// primary this device cannot name stays local; unnamedAdmin is the same
+// for an admin device, whom hiddenHere then tells how to delete it there
+// (attack118 F5: it told an admin device that an admin device can).
+const (
+	unnamedEntry = "a diary entry has another id on the primary (written there when it was sent), and this device has no record of it (not its own write, or one no longer in its outbox)"
+	unnamedAdmin = unnamedEntry + "; an edge sends a diary entry's delete only for this device's own write"
+)
+
 // hiddenHere is the answer's message for a drawer the local palace did
 // not hold whose delete is not sent (why): this device's reads hide it,
 // the primary keeps it (held: seen there) or may.
@@ -278,8 +287,11 @@ func hiddenHere(h holder, why string) string {
 		where = "the primary, which could not be asked, may hold it"
 	}
 	fix := "an admin device can delete it there"
-	if why == notReachableAdmin {
+	switch why {
+	case notReachableAdmin:
 		fix = "delete it again once the primary is back (this device is admin at the gateway: that delete is sent)"
+	case unnamedAdmin:
+		fix = "this device is admin at the gateway: a delete_drawer of the entry's id on the primary (as the primary lists it) sent to the gateway itself, not through an edge (remote mode), deletes it there, and the gateway keeps it in its trash"
 	}
 	return "hidden from this device's reads; " + where + ", as this delete is not sent there (" + why + "): " + fix + ", and `devbox-config edge status` lists it ON PRIMARY"
 }
@@ -777,7 +789,10 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 // gateway that keeps a trash), and local only while the primary is down.
 func (e *Edge) notSent(d deletion, n int) string {
 	if d.unnamed {
-		return "a diary entry has another id on the primary (written there when it was sent), and this device has no record of it (not its own write, or one no longer in its outbox)"
+		if in, ok := e.device(); ok && in.Admin {
+			return unnamedAdmin
+		}
+		return unnamedEntry
 	}
 	if e.remote == nil || !e.remote.Up() {
 		if in, ok := e.device(); ok && in.Admin {
