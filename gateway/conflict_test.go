@@ -32,7 +32,8 @@ import (
 
 // switchable is a way to the gateway that can be cut (the device
 // offline: connections refused) and restored on the same address.
-// slowReads, when set, delays each get_drawer sent through it.
+// slowReads, when set, delays each get_drawer sent through it (until
+// its sender gives up).
 type switchable struct {
 	t         *testing.T
 	addr      string
@@ -67,7 +68,12 @@ func (sw *switchable) up() {
 		if d := time.Duration(sw.slowReads.Load()); d > 0 && r.Body != nil {
 			body, _ := io.ReadAll(r.Body) // a body cut short is the proxy's to refuse
 			if bytes.Contains(body, []byte(`get_drawer"`)) {
-				time.Sleep(d)
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-r.Context().Done(): // the edge gave up on it: no goroutine outlives the test
+					t.Stop()
+				}
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
