@@ -99,6 +99,8 @@ func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult
 	var empty bool
 	switch {
 	case busy != nil:
+	case !e.lacksLocally(res) && e.isUntaken(id):
+		return e.untakenRead(ctx, c, res, id)
 	case !e.lacksLocally(res):
 		return e.marks().tookOnly().result(res, c.tool.Records, origin.PalaceLocal)
 	default:
@@ -147,13 +149,16 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 		return res // not 3.11's shape
 	}
 	dead, mk := e.tombstones(ctx).drawers, e.marks().tookOnly()
-	var missing []string
-	var at []int
+	var missing, untaken []string // untaken: asked of the primary first (untakenRead)
+	var at, untakenAt []int
 	changed := false // a taken drawer marked, or a deleted one hidden
 	for i, id := range ids {
 		if slots[i] != nil && !gjson.GetBytes(slots[i], "error").Exists() {
 			if marked := mk.text(string(slots[i]), catalogue.RecordDrawer, origin.PalaceLocal); marked != string(slots[i]) {
 				slots[i], changed = json.RawMessage(marked), true
+			}
+			if e.isUntaken(id) {
+				untaken, untakenAt = append(untaken, id), append(untakenAt, i)
 			}
 			continue
 		}
@@ -167,7 +172,7 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": msg})
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing)+len(untaken) == 0 {
 		if busy != nil {
 			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
 		}
@@ -176,8 +181,9 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 		}
 		return res
 	}
-	got, unanswered, why := e.primaryDrawers(ctx, c, missing)
-	if busy != nil && unanswered == len(missing) {
+	asked := append(missing, untaken...)
+	got, unanswered, why := e.primaryDrawers(ctx, c, asked)
+	if busy != nil && unanswered == len(asked) {
 		return busyAndPrimaryDown(busy, why)
 	}
 	for _, i := range at {
@@ -186,13 +192,38 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 		}
 	}
 	mark := map[string]any{"source": "local and primary"}
-	if unanswered == len(missing) {
+	if unanswered == len(asked) {
 		mark["source"] = "local"
 	}
 	if why != "" {
 		mark["primary"], mark["not_answered"] = why, unanswered
 	}
-	return annotate(drawersAnswer(slots), busyMark(mark, busy), busy != nil || why != "")
+	if local := e.untakenSlots(slots, ids, untakenAt, got); len(local) > 0 {
+		mark["local"] = untakenHere(local...)
+	}
+	return annotate(drawersAnswer(slots), busyMark(mark, busy), busy != nil || why != "" || mark["local"] != nil)
+}
+
+// untakenSlots puts the primary's answer (got) of each drawer at
+// untakenAt, whose dropped edit waits for its take, in its slot where it
+// holds the drawer (and has the take tried again): the ids of those left
+// with the local text, as the primary answered an error for them (none:
+// it does not have them, and the take leaves the local text too).
+func (e *Edge) untakenSlots(slots []json.RawMessage, ids []string, untakenAt []int, got map[string]json.RawMessage) (local []string) {
+	answered := false
+	for _, i := range untakenAt {
+		s, ok := got[ids[i]]
+		switch {
+		case ok && !gjson.GetBytes(s, "error").Exists():
+			slots[i], answered = s, true
+		case ok:
+			local = append(local, ids[i])
+		}
+	}
+	if answered {
+		e.primaryAnswered()
+	}
+	return local
 }
 
 // drawersInHalves answers a get_drawers whose local answer was too large

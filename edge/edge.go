@@ -62,6 +62,11 @@ type Edge struct {
 	// as takeTheirs last read it (nil: not read yet); this edge's own
 	// edit of one takes it out at once (ownAgain).
 	took atomic.Pointer[map[string]origin.Origin]
+	// untaken is each drawer whose dropped edit's note (outbox.Theirs)
+	// waits for its take, as takeTheirs last read the notes (nil: not
+	// read yet): its reads ask the primary first, and a local answer of
+	// it is marked (untakenRead).
+	untaken atomic.Pointer[map[string]bool]
 	// resending: kept deletes are read and sent to the local palace
 	// again (Lock) never while a write is there (RLock), whose answer's
 	// lift may take them back (localdelete.go)
@@ -539,6 +544,12 @@ func (e *Edge) resume() {
 	if err := e.outbox.Resume(context.Background()); err != nil {
 		e.log.Warn("queued writes wait out their backoff: the outbox could not be resumed", "err", err)
 	}
+	e.primaryAnswered()
+}
+
+// primaryAnswered has watchUnapplied read the held notes of dropped
+// edits again: the primary answered.
+func (e *Edge) primaryAnswered() {
 	select {
 	case e.primaryUp <- struct{}{}:
 	default: // one is pending already

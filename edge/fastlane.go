@@ -346,7 +346,7 @@ func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool
 		return false // (a note goes on serve's answer; reconnect's is read there, and a read waits there for the first take of dropped edits' texts: route)
 	}
 	if byID {
-		if _, err := c.decoded(); err != nil || c.refusal() != nil || e.tookAny(c) {
+		if _, err := c.decoded(); err != nil || c.refusal() != nil || e.asksMarked(c) {
 			return false // serve (route) answers it
 		}
 	}

@@ -3,8 +3,10 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,11 +53,20 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 	if err != nil && ctx.Err() == nil {
 		e.log.Error("the drawers whose dropped edit keeps the primary's text are not read: this device's palace keeps its own text of them for now", "err", err)
 	}
+	untaken := map[string]bool{}
+	for _, t := range notes {
+		untaken[t.Drawer] = true
+	}
+	if err == nil {
+		e.untaken.Store(&untaken) // until this pass ends: its reads ask the primary first
+	}
+	left := map[string]bool{} // the drawers still untaken after this pass
 	for _, t := range notes {
 		if ctx.Err() != nil {
 			return
 		}
 		if held[t.Op] {
+			left[t.Drawer] = true
 			continue
 		}
 		out, by := e.takeTheirsOf(ctx, t)
@@ -68,13 +79,18 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 			err = e.outbox.KeptOwn(ctx, t, keptOwnUntrusted)
 		case theirsWhenUp:
 			held[t.Op] = true
+			left[t.Drawer] = true
 			continue
 		case theirsLater:
+			left[t.Drawer] = true
 			continue
 		}
 		if err != nil {
 			e.log.Warn("the note of a dropped edit stays: the drawer is read on the primary again later", "drawer", t.Drawer, "err", err)
 		}
+	}
+	if len(notes) > 0 {
+		e.untaken.Store(&left)
 	}
 	if took || e.took.Load() == nil { // not at every kick: only a take, or this edge's first pass, changes them
 		e.readTook(ctx)
@@ -94,19 +110,25 @@ func (e *Edge) readTook(ctx context.Context) {
 	e.took.Store(&took)
 }
 
-// tookAny reports whether a get_drawer(s) asks for a drawer whose text
-// the local palace took from the primary: its answer is marked with that
-// writer (byIDMissing), not relayed as it came (fastlane.go).
-func (e *Edge) tookAny(c *call) bool {
-	took := e.took.Load()
-	if took == nil || len(*took) == 0 {
-		return false
-	}
+// asksMarked reports whether a get_drawer(s) asks for a drawer whose
+// text the local palace took from the primary (its answer is marked with
+// that writer, byIDMissing) or whose dropped edit's take waits
+// (untakenRead): not relayed as the local palace answered (fastlane.go).
+func (e *Edge) asksMarked(c *call) bool {
 	args := c.argsMap()
 	ids, _ := args["drawer_ids"].([]any)
-	for _, id := range append(ids, args["drawer_id"]) {
+	ids = append(ids, args["drawer_id"])
+	return holdsAny(e.took.Load(), ids) || holdsAny(e.untaken.Load(), ids)
+}
+
+// holdsAny reports whether m (nil: none) holds one of ids.
+func holdsAny[V any](m *map[string]V, ids []any) bool {
+	if m == nil {
+		return false
+	}
+	for _, id := range ids {
 		if s, ok := id.(string); ok {
-			if _, ok := (*took)[s]; ok {
+			if _, ok := (*m)[s]; ok {
 				return true
 			}
 		}
@@ -114,19 +136,63 @@ func (e *Edge) tookAny(c *call) bool {
 	return false
 }
 
-// ownAgain takes drawer id out of e.took once this edge's own edit of it
-// reached the local palace (the outbox forgets it too: Promote).
+// ownAgain takes drawer id out of e.took and e.untaken once this edge's
+// own edit of it reached the local palace (the outbox forgets its taken
+// writer too: Promote; the next pass over the notes leaves a later edit
+// as it is).
 func (e *Edge) ownAgain(id string) {
-	took := e.took.Load()
-	if took == nil {
+	without(&e.took, id)
+	without(&e.untaken, id)
+}
+
+// without takes id out of the map p points to.
+func without[V any](p *atomic.Pointer[map[string]V], id string) {
+	m := p.Load()
+	if m == nil {
 		return
 	}
-	if _, ok := (*took)[id]; !ok {
+	if _, ok := (*m)[id]; !ok {
 		return
 	}
-	m := maps.Clone(*took)
-	delete(m, id)
-	e.took.CompareAndSwap(took, &m) // lost to a concurrent read of the outbox: that read has it out already, or the next one will
+	c := maps.Clone(*m)
+	delete(c, id)
+	p.CompareAndSwap(m, &c) // lost to a concurrent read of the outbox: that read has it out already, or the next one will
+}
+
+// isUntaken reports whether drawer id's dropped edit waits for its take.
+func (e *Edge) isUntaken(id string) bool {
+	u := e.untaken.Load()
+	return u != nil && (*u)[id]
+}
+
+// untakenHere is what a read's edge.local says of the local text of
+// drawers whose dropped edit waits for its take (untakenRead).
+func untakenHere(ids ...string) string {
+	return fmt.Sprintf("this device's local text of %s is an edit the operator dropped (edge outbox drop keeps theirs): the primary's text is not taken yet (it is taken once the primary answers)", strings.Join(ids, ", "))
+}
+
+// untakenRead answers a get_drawer the local palace answered (res) of a
+// drawer whose dropped edit waits for its take: the primary's text when
+// it answers (and the take is tried again), else res marked (untakenHere,
+// degraded). A drawer the primary does not have, or hides from this
+// device, keeps the local text (the take leaves it too), unmarked.
+func (e *Edge) untakenRead(ctx context.Context, c *call, res *mcp.CallToolResult, id string) *mcp.CallToolResult {
+	local := e.marks().tookOnly().result(res, c.tool.Records, origin.PalaceLocal)
+	why := e.remote.State()
+	if e.remote.Up() {
+		pres, perr := e.askPrimary(ctx, c, time.Now().Add(e.cfg.CallTimeout))
+		t, ok := usable(pres, perr)
+		_, denied := refused(perr)
+		switch {
+		case ok:
+			e.primaryAnswered()
+			return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), map[string]any{"source": "primary"}, false)
+		case denied || notFound(gjson.Get(t, "error").String()):
+			return local
+		}
+		why = whyUnanswered(pres, perr)
+	}
+	return annotate(local, map[string]any{"source": "local", "primary": why, "local": untakenHere(id)}, true)
 }
 
 // takeTheirsOf reads t's drawer on the primary and, once no write is at
@@ -190,7 +256,7 @@ func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, *ori
 		e.log.Warn("a dropped edit's drawer holds an untrusted writer's text on the primary: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op, "writer", who["device"])
 		return "", nil, theirsUntrusted
 	case err != nil || res == nil || res.IsError || !ok || msg != "":
-		e.log.Debug("a dropped edit's drawer not read on the primary: this device's palace takes its text once the primary comes back", "drawer", t.Drawer, "err", err, "answer", m)
+		e.log.Warn("a dropped edit's drawer not read on the primary: this device's palace takes its text once the primary comes back; until then its reads ask the primary first, and a local answer of it is marked (edge.local)", "drawer", t.Drawer, "err", err, "answer", m)
 		return "", nil, theirsWhenUp
 	}
 	by := origin.Origin{Device: origin.Unknown}
@@ -223,7 +289,7 @@ func (e *Edge) awaitFirstTheirs(ctx context.Context) {
 	case <-e.theirsFirst:
 	case <-ctx.Done():
 	case <-t.C:
-		e.log.Warn("the drawers whose dropped edit keeps the primary's text were not all taken within the call timeout of the edge's start: tool calls are answered without waiting, and may show the dropped text until they are", "timeout", e.cfg.CallTimeout)
+		e.log.Warn("the drawers whose dropped edit keeps the primary's text were not all taken within the call timeout of the edge's start: tool calls are answered without waiting; reads of those drawers ask the primary first, and a local answer of one is marked (edge.local) until it is taken", "timeout", e.cfg.CallTimeout)
 		e.firstTheirsDone()
 	}
 }

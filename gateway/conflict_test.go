@@ -162,7 +162,7 @@ func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 		t.Errorf("the drop does not say laptop takes the primary's text: %s", msg)
 	}
 	waitUntil(t, "laptop's palace showing desk's text", func() bool {
-		return edgeCall(t, st.laptop, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+		return tookDesk(t, st.laptop, st.id)
 	})
 	next := edgeCall(t, st.laptop, "update_drawer", map[string]any{"drawer_id": st.id, "content": "drawer ten: LAPTOP builds on DESK"})
 	op, _ := next["edge"].(map[string]any)["op_id"].(string)
@@ -261,7 +261,7 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 	}
 	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
 	waitUntil(t, "the next edge giving laptop's palace desk's text", func() bool {
-		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+		return tookDesk(t, next, st.id)
 	})
 }
 
@@ -290,6 +290,94 @@ func TestADropIsTakenBeforeTheNextEdgesFirstAnswer(t *testing.T) {
 	if notes, err := st.ob.Theirs(context.Background()); err != nil || len(notes) != 0 {
 		t.Errorf("the drop's note after the first answer: %v %v (want taken)", notes, err)
 	}
+}
+
+// Reads of a dropped edit's drawer made before its take say so: with
+// the primary down at the next edge's start, get_drawer and get_drawers
+// answer laptop's local text marked (edge.local: an edit the operator
+// dropped, desk's text not taken yet; degraded), and once the primary is
+// back they answer desk's text, no read in between unmarked (attack117
+// F1). Before, they answered the dropped text as laptop's current one,
+// with nothing to say so.
+func TestAnUntakenDropIsMarkedUntilThePrimaryAnswers(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	st.stopLaptop(t)
+	st.sw.down()
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	next, log := st.loggedEdge(t)
+	reads := func() []map[string]any {
+		one := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})
+		many := edgeCall(t, next, "get_drawers", map[string]any{"drawer_ids": []any{st.id}})
+		return []map[string]any{one, many}
+	}
+	for _, res := range reads() {
+		mark, _ := res["edge"].(map[string]any)
+		local, _ := mark["local"].(string)
+		if !strings.Contains(local, st.id+" is an edit the operator dropped (edge outbox drop keeps theirs): the primary's text is not taken yet") || res["degraded"] != true {
+			t.Errorf("a read of the dropped edit's drawer, primary down: %v (want it marked: edge.local, degraded)", res)
+		}
+		if got := recordOf(res, st.id)["content"]; got != "drawer ten: LAPTOP version" {
+			t.Errorf("a read of the dropped edit's drawer, primary down, holds %q (want the local text)", got)
+		}
+	}
+	if !strings.Contains(log.String(), "until then its reads ask the primary first, and a local answer of it is marked (edge.local)") {
+		t.Errorf("the log does not say reads of the untaken drawer are marked:\n%s", log)
+	}
+	st.sw.up()
+	waitUntil(t, "desk's text read once the primary is back", func() bool {
+		desk := true
+		for _, res := range reads() {
+			mark, _ := res["edge"].(map[string]any)
+			if got := recordOf(res, st.id)["content"]; got != "drawer ten: DESK version" {
+				desk = false
+				if mark["local"] == nil {
+					t.Fatalf("a read of the dropped edit's drawer before its take, unmarked: %v", res)
+				}
+			}
+		}
+		return desk
+	})
+}
+
+// The same with the primary slower than the call timeout at the next
+// edge's start: once calls stop waiting for the take (logged, saying
+// reads of the drawer are marked until it is taken), a read answers
+// desk's text or laptop's marked, never laptop's as its current one.
+// Before, it answered laptop's, unmarked, and the log said only that the
+// primary was unreachable.
+func TestASlowTakeOfADropMarksTheReadsMeanwhile(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	st.stopLaptop(t)
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	st.sw.slowReads.Store(int64(4 * time.Second)) // past loggedEdge's call timeout, 3 s
+	next, log := st.loggedEdge(t)
+	res := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})
+	if mark, _ := res["edge"].(map[string]any); res["content"] != "drawer ten: DESK version" && mark["local"] == nil {
+		t.Errorf("a read of the dropped edit's drawer, primary slow: %v (want desk's text, or laptop's marked)", res)
+	}
+	if !strings.Contains(log.String(), "is marked (edge.local)") { // the pass's read of the primary timed out, or the wait for the pass did
+		t.Errorf("the log does not say reads of the untaken drawers are marked:\n%s", log)
+	}
+	st.sw.slowReads.Store(0)
+	waitUntil(t, "desk's text read once the primary answers in time", func() bool {
+		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+	})
+}
+
+// tookDesk reports whether laptop's palace, read through s, holds desk's
+// text of drawer id: the edge answers it from the local palace (origin
+// palace local), not the primary's that a read asks first until the take.
+func tookDesk(t *testing.T, s *mcp.ClientSession, id string) bool {
+	t.Helper()
+	res := edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": id})
+	o, _ := res["origin"].(map[string]any)
+	return res["content"] == "drawer ten: DESK version" && o["palace"] == "local"
 }
 
 // stopLaptop stops laptop's edge.
@@ -379,7 +467,7 @@ func TestADropSeenLockedIsTakenLater(t *testing.T) {
 	locked.Close()
 	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
 	waitUntil(t, "the next edge giving laptop's palace desk's text", func() bool {
-		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+		return tookDesk(t, next, st.id)
 	})
 }
 
@@ -407,7 +495,7 @@ func TestADropSeenWhileThePrimaryIsDownWaitsForIt(t *testing.T) {
 	}
 	st.sw.up()
 	waitUntil(t, "laptop's palace showing desk's text once the primary is back", func() bool {
-		return edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+		return tookDesk(t, s, st.id)
 	})
 }
 
