@@ -58,32 +58,80 @@ func MayBeTwoAssignments(v string) bool {
 	return strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '=' || !unicode.IsPrint(r) }) >= 0
 }
 
-// Pieces is text with each word (a run between whitespace and quotes)
-// that HoldsToken tok replaced with Mark: a parse error quoting a
-// literal that holds 8 characters of the token in a row (attack115 F1:
-// "invalid literal: SECRETtok012345", short enough to be shown).
+// Pieces is text with the token tok taken out of each word (a run
+// between whitespace and quotes) that holds it, the punctuation around it
+// kept (a parser's "invalid literal: x; nothing written", attack117 F2): a
+// parse error quoting a literal that holds 8 characters of the token in a
+// row (attack115 F1: "invalid literal: SECRETtok012345", short enough to be
+// shown). A token of MinTokenInText characters or more, and each run of
+// that many of its characters, is replaced with Mark where it stands; a
+// word holding a shorter one goes whole (holdsShort).
 func Pieces(text, tok string) string {
 	if tok == "" {
 		return text
 	}
 	return pieceWords.ReplaceAllStringFunc(text, func(w string) string {
-		if holdsShort(w, tok) || len(tok) >= MinTokenInText && HoldsToken(w, tok) {
+		if len(tok) >= MinTokenInText {
+			return runs(w, tok)
+		}
+		core := strings.TrimLeft(w, wordPunct)
+		lead := w[:len(w)-len(core)]
+		core = strings.TrimRight(core, wordPunct)
+		switch {
+		case holdsShort(core, tok):
+			return lead + Mark + w[len(lead)+len(core):]
+		case holdsShort(w, tok): // the punctuation is the token's own
 			return Mark
 		}
 		return w
 	})
 }
 
+// wordPunct is what Pieces keeps around a word holding a short token.
+const wordPunct = ",;:.()[]{}<>"
+
 // holdsShort: the word w holds a token tok shorter than MinTokenInText:
-// is it (punctuation around it aside), or, of 4 characters or more,
-// contains it. A shorter one in a word is more likely the word's own
-// letters (a test's token "t" in "the").
+// is it, or, of 4 characters or more, contains it. A shorter one in a
+// word is more likely the word's own letters (a test's token "t" in
+// "the").
 func holdsShort(w, tok string) bool {
-	if len(tok) >= MinTokenInText {
-		return false
+	return strings.EqualFold(w, tok) || len(tok) >= 4 && strings.Contains(strings.ToLower(w), strings.ToLower(tok))
+}
+
+// runs is w with each run of MinTokenInText characters or more that tok
+// holds in a row (ASCII case ignored) replaced with Mark; Mark alone when
+// what is left still HoldsToken (a non-ASCII letter's other case).
+func runs(w, tok string) string {
+	lw, lt := asciiLower(w), asciiLower(tok)
+	cover := make([]bool, len(w))
+	for i := 0; i+MinTokenInText <= len(w); i++ {
+		if strings.Contains(lt, lw[i:i+MinTokenInText]) {
+			for j := i; j < i+MinTokenInText; j++ {
+				cover[j] = true
+			}
+		}
 	}
-	core := strings.Trim(w, ",;:.()[]{}<>")
-	return strings.EqualFold(core, tok) || len(tok) >= 4 && strings.Contains(strings.ToLower(w), strings.ToLower(tok))
+	var b strings.Builder
+	for i := range len(w) {
+		switch {
+		case !cover[i]:
+			b.WriteByte(w[i])
+		case i == 0 || !cover[i-1]:
+			b.WriteString(Mark)
+		}
+	}
+	if HoldsToken(b.String(), tok) {
+		return Mark
+	}
+	return b.String()
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lower(c)
+	}
+	return string(b)
 }
 
 // pieceWords is a word Pieces looks at.

@@ -160,8 +160,8 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 }
 
 // hideToken is warnings, never nil, with token (MEMPALACE_REMOTE_TOKEN's
-// value) redacted wherever it is, as Diff redacts it, and each word
-// holding 8 characters of it in a row (redact.Pieces): a config's text a
+// value) redacted wherever it is, as Diff redacts it, and wherever a word
+// holds a piece of it (redact.Pieces): a config's text a
 // warning quotes (a literal that does not parse) may hold it. Not the
 // credential rule: a parse error's "basic strings" is English (attack115
 // F3). The ladder's warnings never hold it.
