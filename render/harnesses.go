@@ -165,11 +165,14 @@ func blocker(sys System, dir string) (path, what, fix string) {
 		case fi.Mode()&fs.ModeSymlink == 0:
 			return p, "a file", "move it aside"
 		}
-		to, _ := sys.Readlink(p)
-		if _, err := sys.EvalSymlinks(p); err != nil {
-			return p, fmt.Sprintf("a dangling symlink (to %s)", to), "create the directory it points to, or remove the link"
+		what, err := linkKind(sys, p)
+		switch {
+		case err == nil:
+			return p, what, "point it at a directory, or move it aside"
+		case loops(err):
+			return p, what, "remove the link, or point it at a directory"
 		}
-		return p, fmt.Sprintf("a symlink to %s", to), "point it at a directory, or move it aside"
+		return p, what, "create the directory it points to, or remove the link"
 	}
 }
 

@@ -484,7 +484,7 @@ func unreadable(path string, err error) (what, fix string) {
 	case errors.As(err, &bl) && errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("it is a link to %s, which does not exist (the volume it is on not mounted?), so it is left alone", bl.to),
 			"mount the volume it is on, or point the link at a file that exists, or remove the link to let render create the file"
-	case errors.As(err, &bl) && strings.Contains(err.Error(), "too many links"): // filepath.EvalSymlinks' own words
+	case errors.As(err, &bl) && loops(err):
 		return fmt.Sprintf("it is a link to %s that leads back to itself (a loop of links), so it is left alone", bl.to),
 			"point the link at a regular file, or remove it to let render create one"
 	case errors.Is(err, fs.ErrPermission):

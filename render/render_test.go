@@ -264,7 +264,9 @@ func TestHarnessLockThatIsNoLockIsNamed(t *testing.T) {
 		what string
 		rm   string
 	}{
-		"dangling link":       {func(l, _ string) error { return os.Symlink("/nonexistent/x", l) }, "a dangling symlink (to /nonexistent/x)", "rm "},
+		"dangling link": {func(l, _ string) error { return os.Symlink("/nonexistent/x", l) }, "a dangling symlink (to /nonexistent/x)", "rm "},
+		// attack117 F4: a loop was called "a dangling symlink".
+		"link to itself":      {func(l, _ string) error { return os.Symlink(filepath.Base(l), l) }, "a symlink to .claude.json.lock that leads back to itself (a loop of links)", "rm "},
 		"link to a directory": {func(l, e string) error { return os.Symlink(e, l) }, "a symlink to ", "rm "},
 		"FIFO":                {func(l, _ string) error { return syscall.Mkfifo(l, 0o644) }, "a FIFO", "rm "},
 		// attack116 F1: the dry run (doctor) said render would write it.
@@ -312,5 +314,26 @@ func TestHarnessLockThatIsNoLockIsNamed(t *testing.T) {
 				t.Errorf("the lock path was removed: %v", err)
 			}
 		})
+	}
+}
+
+// A harness's directory that is a link leading back to itself is called
+// a loop, and the fix is not to create the directory it points to
+// (attack117 F4: "a dangling symlink").
+func TestALoopOfLinksInTheWayIsCalledALoop(t *testing.T) {
+	home := t.TempDir()
+	if err := os.Symlink(".codex", filepath.Join(home, ".codex")); err != nil {
+		t.Fatal(err)
+	}
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{TargetCodex}
+	res, _, err := Run(o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(res[0].Warnings, "\n")
+	if res[0].Action != ActionSkipped || !strings.Contains(w, ".codex is a symlink to .codex that leads back to itself (a loop of links), not a directory") ||
+		!strings.Contains(w, "(fix: remove the link") {
+		t.Errorf("action %s, warnings %q: want the link named as a loop, with the fix", res[0].Action, w)
 	}
 }

@@ -191,11 +191,7 @@ func lockInTheWay(sys System, file, owner string) string {
 	}
 	what := "a " + filewrite.Kind(fi.Mode())
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		to, _ := sys.Readlink(lock)
-		what = "a symlink to " + to
-		if _, err := sys.EvalSymlinks(lock); err != nil {
-			what = "a dangling symlink (to " + to + ")"
-		}
+		what, _ = linkKind(sys, lock)
 	}
 	return refusal(lock, fmt.Sprintf("it is %s, not a lock %s or render takes (a directory), so neither can lock %s to write it; it is left alone, and so is %s", what, owner, filepath.Base(file), file),
 		fmt.Sprintf("rm %s if no %s is running", shellword.Quote(lock), owner))
@@ -264,4 +260,26 @@ func writeBackup(sys System, file string, old []byte, perm fs.FileMode, now time
 		baks = baks[1:]
 	}
 	return nil
+}
+
+// linkKind is what the symlink p is, named with what it points to: a
+// link, a dangling one, or one leading back to itself (attack117 F4: a
+// loop was called dangling); err is why it cannot be followed, nil when
+// it can.
+func linkKind(sys System, p string) (what string, err error) {
+	to, _ := sys.Readlink(p)
+	_, err = sys.EvalSymlinks(p)
+	switch {
+	case err == nil:
+		return "a symlink to " + to, nil
+	case loops(err):
+		return "a symlink to " + to + " that leads back to itself (a loop of links)", err
+	}
+	return "a dangling symlink (to " + to + ")", err
+}
+
+// loops: err, from following a link, says the links lead back to
+// themselves (filepath.EvalSymlinks' own words, or the kernel's ELOOP).
+func loops(err error) bool {
+	return errors.Is(err, syscall.ELOOP) || err != nil && strings.Contains(err.Error(), "too many links")
 }
