@@ -61,28 +61,48 @@ func TestDoctorNamesTheConfigsRenderWouldLeaveAlone(t *testing.T) {
 
 // A dangling symlink at ~/.claude.json.lock keeps render off Claude Code
 // at every start; doctor said "nothing to fix". render-refuses now names
-// it, with render's own words and fix (attack114 F4).
+// it, with render's own words and fix (attack114 F4). It is render's
+// start-up dry run: with no MEMPALACE_* variables, Claude Code (opt-in)
+// is named only once render has managed its entry, as harnesses.md says
+// (attack117 F3).
 func TestDoctorNamesAClaudeLockThatIsNoLock(t *testing.T) {
 	b := newBox(t)
 	h := b.home
 	write(t, filepath.Join(h, ".claude.json"), "{}\n", 0o644)
 	must(t, os.MkdirAll(filepath.Join(h, ".claude"), 0o755))
 	lock := filepath.Join(h, ".claude.json.lock")
+	claude := func() (got []Finding) {
+		for _, f := range CheckRenderRefuses(b.opts.withDefaults(), PlanRender(b.opts.withDefaults())) {
+			if strings.Contains(f.Message, "claude-code") {
+				got = append(got, f)
+			}
+		}
+		return got
+	}
 	must(t, os.Symlink("/nonexistent/x", lock))
+	if got := claude(); len(got) != 0 {
+		t.Fatalf("solitary, Claude Code never managed: render leaves ~/.claude.json alone, yet doctor says %+v", got)
+	}
 	b.env["MEMPALACE_REMOTE_URL"] = "https://p.example.org/mcp"
 	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-0123456789abcdef"
-	var got []Finding
-	for _, f := range CheckRenderRefuses(b.opts.withDefaults(), PlanRender(b.opts.withDefaults())) {
-		if strings.Contains(f.Message, "claude-code") {
-			got = append(got, f)
-		}
-	}
+	got := claude()
 	if len(got) != 1 || !strings.Contains(got[0].Message, lock+": it is a dangling symlink (to /nonexistent/x)") ||
 		got[0].Fix != "rm "+lock+" if no Claude Code is running" {
 		t.Fatalf("want claude-code's lock named with the fix, got %+v", got)
 	}
 	if _, err := os.Lstat(lock); err != nil {
 		t.Errorf("the link was removed: %v", err)
+	}
+	// Managed once (render wrote its entry), then solitary again: render
+	// would take the entry back out, so the lock is named again.
+	must(t, os.Remove(lock))
+	_, _, err := render.Run(render.Options{Home: h, HomeFromFlag: true, Env: b.opts.Env, LookPath: b.opts.LookPath}, false)
+	must(t, err)
+	must(t, os.Symlink("/nonexistent/x", lock))
+	delete(b.env, "MEMPALACE_REMOTE_URL")
+	delete(b.env, "MEMPALACE_REMOTE_TOKEN")
+	if got := claude(); len(got) != 1 || !strings.Contains(got[0].Message, lock+": it is a dangling symlink") {
+		t.Fatalf("solitary after render managed Claude Code: want its lock named, got %+v", got)
 	}
 }
 
