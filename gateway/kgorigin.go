@@ -136,7 +136,7 @@ func (s *Server) supersedeHeld(ctx context.Context, d *Device, args map[string]a
 // landed is held whatever its valid_from (attack113 F1). nil: it is sent.
 func (s *Server) replacedHeld(ctx context.Context, d *Device, req *rpcRequest, facts []any) map[string]any {
 	args, now := req.Args, s.Now().UTC()
-	if vt := instant(str(args["valid_to"])); vt != "" && vt <= now.Format(time.RFC3339) {
+	if vt := provenance.Instant(str(args["valid_to"])); vt != "" && vt <= now.Format(time.RFC3339) {
 		return nil // closed: never a second current value (attack113 F2: one ending ahead is current till then)
 	}
 	meta := req.meta()
@@ -144,7 +144,7 @@ func (s *Server) replacedHeld(ctx context.Context, d *Device, req *rpcRequest, f
 	if err != nil {
 		made = now // not queued (a live call), or a build that sends no made-at
 	}
-	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", addedAfter{instant(str(args["valid_from"])), made, true})
+	return s.replacedNote(ctx, d, facts, str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["object"]), "add", addedAfter{provenance.Instant(str(args["valid_from"])), made, true})
 }
 
 // addedAfter is what lets an add of a replaced value be filed beside its
@@ -172,7 +172,7 @@ func (s *Server) replacedNote(ctx context.Context, d *Device, facts []any, subj,
 	}
 	cur, kept := str(other["object"]), str(other["valid_from"])
 	st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, cur, kept, ""))
-	if after.others && (!stamped || st.Device == d.ID) || after.from > instant(kept) && (!stamped || !after.made.Before(st.At)) {
+	if after.others && (!stamped || st.Device == d.ID) || after.from > provenance.Instant(kept) && (!stamped || !after.made.Before(st.At)) {
 		return nil
 	}
 	fix := "or kg_add it if both are meant to be current"
@@ -216,16 +216,6 @@ func isCurrent(facts []any, subj, pred, obj string) bool {
 		f, _ := x.(map[string]any)
 		return str(f["valid_to"]) == "" && sameTriple(f, subj, pred, obj)
 	})
-}
-
-// instant is a KG date or datetime as MemPalace takes them (YYYY-MM-DD,
-// YYYY-MM-DDTHH:MM:SSZ) in the second's form, so two compare as text; a
-// date is its midnight, as MemPalace stores a supersede's.
-func instant(v string) string {
-	if v = provenance.Temporal(v); len(v) == len("2006-01-02") {
-		v += "T00:00:00Z"
-	}
-	return v
 }
 
 // replacedBy is the current value the old fact's replacements lead to:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 )
 
 // fact is one knowledge-graph triple as a join replays it.
@@ -235,6 +236,10 @@ func copyOf(there []fact, f fact, other bool) (c fact, ok bool) {
 //     second, overlapping copy is filed; --verify names the two ends.
 //   - the same fact there already (the edge replicated it): not sent,
 //     counted skipped, as a drawer already there is.
+//   - open here, its triple closed there and replaced by another value
+//     current there (replacedOn): not sent, counted skipped, named in a
+//     note (replacedThere); a gateway would hold the kg_add, a bare
+//     MemPalace open it beside the current value.
 //   - open there from another valid_from (and not here from this one):
 //     kg_add answers the open copy and files nothing, so it is not sent,
 //     counted neither sent nor skipped, and named (open on the primary).
@@ -279,15 +284,17 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 		case same && !p.sent: // on the primary already (the edge replicated it): not sent
 			j.onPrimaryAlready(p)
 		case !open && !closed:
-			c, ok := copyOf(fs, f, false)
-			if !ok {
-				continue
+			if c, ok := copyOf(fs, f, false); ok {
+				p.held = true
+				if !p.sent {
+					j.rep.Pending[Facts]--
+				}
+				j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c, j.openFix(c)))
+			} else if cur, ended, ok := replacedOn(fs, f); ok {
+				j.onPrimaryAlready(p)
+				p.replaced = true
+				j.replaced = append(j.replaced, fmt.Sprintf("%s (ended %s there; %q current from %s)", recordName(p.rec), ended, cur.Object, cmp.Or(cur.ValidFrom, "(no date)")))
 			}
-			p.held = true
-			if !p.sent {
-				j.rep.Pending[Facts]--
-			}
-			j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c, j.openFix(c)))
 		}
 	}
 	if len(kept) > 0 {
@@ -339,4 +346,54 @@ func (j *joining) openFix(c fact) string {
 		}
 	}
 	return "close it there with kg_invalidate if it ended there, then join again"
+}
+
+// replacedOn is the value that replaced f's on the primary (there: the
+// subject's facts) and the last end there of f's triple: f is open here,
+// its triple closed there with no copy open, and a value of the subject
+// and predicate current there starts at one of its ends (a supersede), or
+// at the end of a value that did in turn, no earlier than f starts. The
+// gateway holds such a kg_add (replacedHeld: nothing filed); a bare
+// MemPalace would open f beside the current value. ok false: none.
+func replacedOn(there []fact, f fact) (cur fact, ended string, ok bool) {
+	if f.ValidTo != "" {
+		return fact{}, "", false
+	}
+	reached := map[string]bool{}
+	var values []fact
+	for _, p := range there {
+		switch {
+		case p.Subject != f.Subject || p.Predicate != f.Predicate:
+		case p.Object != f.Object:
+			values = append(values, p)
+		case p.ValidTo == "":
+			return fact{}, "", false
+		default:
+			ended, reached[provenance.Instant(p.ValidTo)] = max(ended, p.ValidTo), true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, v := range values {
+			switch {
+			case !reached[provenance.Instant(v.ValidFrom)]:
+			case v.ValidTo == "":
+				return v, ended, provenance.Instant(f.ValidFrom) <= provenance.Instant(v.ValidFrom)
+			case !reached[provenance.Instant(v.ValidTo)]:
+				reached[provenance.Instant(v.ValidTo)], grew = true, true
+			}
+		}
+	}
+	return fact{}, "", false
+}
+
+// replacedThere is the note on the facts (names, with the primary's
+// current value) not sent because another value replaced them on the
+// primary: what is current there, and how to make this palace's current.
+func replacedThere(names []string) string {
+	list := strings.Join(names[:min(len(names), 5)], ", ")
+	if len(names) > 5 {
+		list += fmt.Sprintf(", and %d more", len(names)-5)
+	}
+	return fmt.Sprintf("%d facts current here are closed on the primary and replaced there by another value: %s; not sent (a devbox-config gateway files nothing for such a kg_add, and MemPalace would make both values current) and counted skipped; this palace keeps its own value current. To make one the value on the primary: supersede the current value with it (ending another device's fact is for an admin device), or, if both are meant to be current, kg_add it with a valid_from after the current value's start; to agree with the primary, end it here (kg_invalidate)", len(names), list)
 }

@@ -69,6 +69,9 @@ type joining struct {
 	// of this run: a write of this run found there is one this run sent.
 	landed  map[string]string
 	diaries map[string]bool // diary wings to list on the primary
+	// replaced names the facts not sent as another value replaced them on
+	// the primary (replacedThere's note).
+	replaced []string
 	left    int             // ops still queued after the drain
 	// tries are the attempts of the ops to send as the drain began, by op
 	// id: one with no more after it was not tried by this run (triedNow).
@@ -85,6 +88,9 @@ type planned struct {
 	had  bool // queued or sent by an earlier run
 	sent bool // settled by an earlier run
 	held bool // not queued: present found it on the primary by its local id
+	// replaced: a fact another value replaced on the primary (replacedOn,
+	// or a gateway's held answer): counted skipped, not sent, verified.
+	replaced bool
 	// unasked is why present could not ask the primary for it, the
 	// primary unreachable or refusing the token (held, not tried): "" when
 	// it asked.
@@ -738,7 +744,7 @@ func (j *joining) settle(ctx context.Context) {
 	j.sentForEarlier()
 	var gone []planned // diary entries earlier runs found deleted
 	var left []Failure
-	for _, pl := range j.planned {
+	for i, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
 		case pl.unasked != "":
@@ -747,6 +753,12 @@ func (j *joining) settle(ctx context.Context) {
 		case !ok: // failed to queue: already reported
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)
+		case op.State == outbox.Done && failedAs(op) == outbox.AlreadyCurrent:
+			// A gateway held the kg_add (another value replaced it there
+			// since factsOnPrimary looked): filed nothing, so not sent.
+			j.planned[i].replaced = true
+			j.rep.Skipped[Facts]++
+			j.replaced = append(j.replaced, fmt.Sprintf("%s (the gateway held it: the primary's value current from %s)", recordName(pl.rec), cmp.Or(str(resultOf(op), "valid_from_kept"), "(no date)")))
 		case pl.deleted() && pl.rec.Kind == Diaries:
 			gone = append(gone, pl)
 		case op.State == outbox.Done && failedAs(op) == outbox.DeletedOnPrimary:
@@ -760,6 +772,9 @@ func (j *joining) settle(ctx context.Context) {
 	}
 	j.rep.Failed = append(j.rep.Failed, j.notTried(left)...)
 	j.restoredEntries(ctx, gone)
+	if len(j.replaced) > 0 {
+		j.rep.Notes = append(j.rep.Notes, replacedThere(j.replaced))
+	}
 	for _, kind := range j.landed { // none of this run's writes
 		j.rep.SentQueuedEarlier[kind]++
 	}

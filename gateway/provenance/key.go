@@ -74,6 +74,16 @@ func Temporal(v string) string {
 	return v
 }
 
+// Instant is a KG date or datetime as MemPalace takes them (YYYY-MM-DD,
+// YYYY-MM-DDTHH:MM:SSZ) in the second's form, so two compare as text; a
+// date is its midnight, as MemPalace stores a supersede's.
+func Instant(v string) string {
+	if v = Temporal(v); len(v) == len("2006-01-02") {
+		v += "T00:00:00Z"
+	}
+	return v
+}
+
 // Diary is the key of a diary entry (or one chunk of one) by its agent
 // (trimmed, lower-cased, as MemPalace stores it), its timestamp and its
 // text.

@@ -1,0 +1,114 @@
+package join
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// replacedDevices are a device that superseded erin with frank online and
+// a laptop that joins with erin current in its palace.
+func replacedDevices() []gateway.Device {
+	return []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write"},
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write"},
+	}
+}
+
+// replacedRig is attack118 F1's: on the primary, desk's erin closed and
+// replaced by frank; in the laptop's palace erin is current from another
+// date (and from none), so no copy from its valid_from is on the primary.
+func replacedRig(t *testing.T) (p *palace, pr *primary, url string, tokens map[string]string) {
+	t.Helper()
+	pr, url, tokens = frontGateway(t, replacedDevices())
+	for _, subj := range []string{"proj_b", "proj_c"} {
+		gwCall(t, url, tokens["desk-9b21"], "kg_add", map[string]any{"subject": subj, "predicate": "lead", "object": "erin", "valid_from": "2026-01-01"})
+		gwCall(t, url, tokens["desk-9b21"], "kg_supersede", map[string]any{"subject": subj, "predicate": "lead", "old_object": "erin", "new_object": "frank"})
+	}
+	p = newPalace(t)
+	p.do(t, "kg_add", map[string]any{"subject": "proj_b", "predicate": "lead", "object": "erin", "valid_from": "2026-03-01"})
+	p.do(t, "kg_add", map[string]any{"subject": "proj_c", "predicate": "lead", "object": "erin"})
+	p.save(t)
+	return p, pr, url, tokens
+}
+
+// erinCurrent counts the primary's current erin facts (frank replaced
+// her: none may be).
+func erinCurrent(pr *primary) int {
+	n := 0
+	for _, tr := range pr.pl.Dump().Triples {
+		if strings.Contains(tr.Object, "erin") && tr.ValidTo == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// attack118 F1: a fact current here that another device's supersede
+// replaced on the primary is not sent (the gateway would hold it and file
+// nothing: it was counted nowhere, sent again by every join, and exit 0
+// said all was there). It counts skipped, a note says what is current on
+// the primary and how to make either side agree, a second join sends
+// nothing, and --verify names each as replaced on the primary.
+func TestJoinSkipsAFactReplacedOnThePrimary(t *testing.T) {
+	t.Parallel()
+	p, pr, url, tokens := replacedRig(t)
+	cfg := config(t, p, pr)
+	cfg.URL, cfg.Token = url, func() string { return tokens["laptop-7f3a"] }
+	for i := range 2 {
+		rep := run(t, cfg, Options{})
+		notes := strings.Join(rep.Notes, "\n")
+		if !rep.OK() || rep.Sent[Facts] != 0 || rep.Skipped[Facts] != 2 || rep.Calls["primary kg_add"] != 0 {
+			t.Fatalf("join %d: sent %v skipped %v calls %v failed %+v mismatches %+v", i+1, rep.Sent, rep.Skipped, rep.Calls, rep.Failed, rep.Mismatches)
+		}
+		if !strings.Contains(notes, "2 facts current here are closed on the primary and replaced there") || !strings.Contains(notes, `"frank" current`) || !strings.Contains(notes, "supersede the current value with it") || !strings.Contains(notes, "this palace keeps its own value") {
+			t.Fatalf("join %d: notes %q", i+1, rep.Notes)
+		}
+	}
+	rep := run(t, cfg, Options{Verify: All})
+	if len(rep.Mismatches) != 2 || rep.Mismatches[0].Verdict != "replaced on the primary" || !strings.Contains(rep.Mismatches[0].LocalID, "lead → erin") || rep.Calls["primary kg_add"] != 0 {
+		t.Fatalf("join --verify all: mismatches %+v calls %v", rep.Mismatches, rep.Calls)
+	}
+	if n := erinCurrent(pr); n != 0 {
+		t.Fatalf("the primary holds erin current %d times", n)
+	}
+}
+
+// The same, with the join's look-up not seeing the replacement (a race:
+// the supersede lands between the look-up and the send; here a proxy
+// answers the look-up for another subject): the gateway holds the kg_add,
+// and its held answer counts skipped, with the note, never sent.
+func TestJoinCountsAHeldAnswerSkipped(t *testing.T) {
+	t.Parallel()
+	p, pr, gw, tokens := replacedRig(t)
+	up, _ := url.Parse(gw)
+	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: up.Scheme, Host: up.Host})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(body, "params.name").String() == "mempalace_kg_query" {
+			body, _ = sjson.SetBytes(body, "params.arguments.entity", "nobody")
+		}
+		r.Body, r.ContentLength, r.Host = io.NopCloser(bytes.NewReader(body)), int64(len(body)), up.Host
+		fwd.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cfg := config(t, p, pr)
+	cfg.URL, cfg.Token = front.URL+up.Path, func() string { return tokens["laptop-7f3a"] }
+	rep := run(t, cfg, Options{})
+	if !rep.OK() || rep.Sent[Facts] != 0 || rep.Skipped[Facts] != 2 || rep.Calls["primary kg_add"] != 2 || !strings.Contains(strings.Join(rep.Notes, "\n"), "the gateway held it") {
+		t.Fatalf("join: sent %v skipped %v calls %v notes %q failed %+v", rep.Sent, rep.Skipped, rep.Calls, rep.Notes, rep.Failed)
+	}
+	if n := erinCurrent(pr); n != 0 {
+		t.Fatalf("the primary holds erin current %d times", n)
+	}
+}
