@@ -32,7 +32,9 @@
 //     done as deleted there, counted apart (Report.DeletedOnPrimary), no
 //     failure and never verified. Later runs never send it again; they
 //     look for it on the primary (a drawer by its id, an entry by its
-//     wing's count), and one restored from the trash is skipped. A drawer updated after it was filed
+//     wing's count), and one restored from the trash is skipped. An entry
+//     an earlier join sent is counted by its wing alike: one the primary
+//     lacks since counts deleted, never sent again. A drawer updated after it was filed
 //     (MemPalace keeps its first id; its content's id is another) is
 //     asked of the primary by its local id first (present: get_drawers,
 //     500 ids a call; get_drawer one by one from a primary before 3.11.0

@@ -72,7 +72,7 @@ type joining struct {
 	// replaced names the facts not sent as another value replaced them on
 	// the primary (replacedThere's note).
 	replaced []string
-	left    int             // ops still queued after the drain
+	left     int // ops still queued after the drain
 	// tries are the attempts of the ops to send as the drain began, by op
 	// id: one with no more after it was not tried by this run (triedNow).
 	tries map[string]int
@@ -742,7 +742,7 @@ func (j *joining) settle(ctx context.Context) {
 	}
 	j.final, j.diaries = final, map[string]bool{}
 	j.sentForEarlier()
-	var gone []planned // diary entries earlier runs found deleted
+	var earlier []planned // diary entries earlier runs sent or found deleted
 	var left []Failure
 	for i, pl := range j.planned {
 		op, ok := final[pl.op.ID]
@@ -751,6 +751,8 @@ func (j *joining) settle(ctx context.Context) {
 			left = append(left, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: pl.unasked})
 		case pl.held: // present settled it
 		case !ok: // failed to queue: already reported
+		case pl.rec.Kind == Diaries && (pl.sent || pl.deleted()):
+			earlier = append(earlier, pl)
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)
 		case op.State == outbox.Done && failedAs(op) == outbox.AlreadyCurrent:
@@ -759,8 +761,6 @@ func (j *joining) settle(ctx context.Context) {
 			j.planned[i].replaced = true
 			j.rep.Skipped[Facts]++
 			j.replaced = append(j.replaced, fmt.Sprintf("%s (the gateway held it: the primary's value current from %s)", recordName(pl.rec), cmp.Or(str(resultOf(op), "valid_from_kept"), "(no date)")))
-		case pl.deleted() && pl.rec.Kind == Diaries:
-			gone = append(gone, pl)
 		case op.State == outbox.Done && failedAs(op) == outbox.DeletedOnPrimary:
 			j.rep.DeletedOnPrimary[pl.rec.Kind]++ // never verified: it is not meant to be there
 		case op.State == outbox.Done, op.State == outbox.Dead, op.State == outbox.InDoubt:
@@ -771,7 +771,7 @@ func (j *joining) settle(ctx context.Context) {
 		}
 	}
 	j.rep.Failed = append(j.rep.Failed, j.notTried(left)...)
-	j.restoredEntries(ctx, gone)
+	j.earlierEntries(ctx, earlier)
 	if len(j.replaced) > 0 {
 		j.rep.Notes = append(j.rep.Notes, replacedThere(j.replaced))
 	}
@@ -785,37 +785,43 @@ func (j *joining) settle(ctx context.Context) {
 	}
 }
 
-// restoredEntries counts the diary entries earlier runs found deleted on
-// the primary (gone): of equal entries (one wing, one text), as many as
-// the primary's wing holds beyond the group's entries already counted
-// there are back (the operator restored them from a gateway's trash):
-// skipped, and verified; the rest are still deleted. Nothing is sent
-// either way, so a trash purged since files none of them again. One
-// listing per wing; one that fails counts them deleted, as before.
-func (j *joining) restoredEntries(ctx context.Context, gone []planned) {
-	if len(gone) == 0 {
+// earlierEntries counts the diary entries earlier runs sent, or found
+// deleted on the primary, against the primary's wing: of equal entries
+// (one wing, one text), as many as the wing holds beyond the group's
+// entries this run counted there are on the primary (skipped, and
+// verified); the rest are deleted there (an admin deleted one an earlier
+// join sent, or the trash still holds one a join found deleted; restored,
+// it is back). Nothing is sent either way, so a trash purged since files
+// none of them again. One listing per wing; one that fails leaves those
+// sent counted on the primary, those found deleted deleted, as before.
+func (j *joining) earlierEntries(ctx context.Context, earlier []planned) {
+	if len(earlier) == 0 {
 		return
 	}
 	on, wings := map[string]int{}, map[string]bool{}
 	for _, pl := range j.planned {
-		if op, ok := j.final[pl.op.ID]; ok && pl.rec.Kind == Diaries && op.State == outbox.Done && len(op.Error) == 0 {
+		if op, ok := j.final[pl.op.ID]; ok && pl.rec.Kind == Diaries && !pl.sent && op.State == outbox.Done && len(op.Error) == 0 {
 			on[pl.rec.entryKey()]++
 		}
 	}
-	for _, pl := range gone {
+	for _, pl := range earlier {
 		wings[pl.rec.Wing] = true
 	}
 	j.connect()
-	listing := primaryDiaryIDs(ctx, j.sent, wings) // stopped (Ctrl-C): none read, all still deleted
-	for _, pl := range gone {
-		if k := pl.rec.entryKey(); len(listing[pl.rec.Wing][catalogue.EntrySuffix(pl.rec.Content)]) > on[k] {
+	listing, unread := primaryDiaryIDs(ctx, j.sent, wings) // stopped (Ctrl-C): none read
+	for _, pl := range earlier {
+		k := pl.rec.entryKey()
+		switch {
+		case unread[pl.rec.Wing] && pl.sent:
+		case len(listing[pl.rec.Wing][catalogue.EntrySuffix(pl.rec.Content)]) > on[k]:
 			on[k]++
-			j.rep.Skipped[Diaries]++
-			j.diaries[pl.rec.Wing] = true
-			j.targets = append(j.targets, verifyTarget{rec: pl.rec, earlier: true})
+		default:
+			j.rep.DeletedOnPrimary[Diaries]++ // never verified: it is not meant to be there
 			continue
 		}
-		j.rep.DeletedOnPrimary[Diaries]++ // never verified: it is not meant to be there
+		j.rep.Skipped[Diaries]++
+		j.diaries[pl.rec.Wing] = true
+		j.targets = append(j.targets, verifyTarget{rec: pl.rec, earlier: true})
 	}
 }
 
@@ -1042,7 +1048,7 @@ func (j *joining) verify(ctx context.Context) {
 				j.diaries[w.rec.Wing] = true
 			}
 		}
-		listing = primaryDiaryIDs(ctx, j.sent, j.diaries)
+		listing, _ = primaryDiaryIDs(ctx, j.sent, j.diaries) // a wing not read: its entries named missing
 		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing, j.equalEntries())...)
 	}
 	if j.o.Verify != 0 {

@@ -80,3 +80,45 @@ func TestJoinFindsAnEqualDiaryEntryRestoredAfterAnEarlierJoinFoundItDeleted(t *t
 		t.Fatalf("a join after the restore: the primary holds %d; deleted %v skipped %v sent %v verified %d; failed %+v mismatches %+v", n, rep.DeletedOnPrimary, rep.Skipped, rep.Sent, rep.Verified, rep.Failed, rep.Mismatches)
 	}
 }
+
+// attack118 F2: three equal diary entries an earlier join sent, one of
+// them deleted on the primary by an admin since: the next join counts two
+// skipped and one deleted (it counts the wing, as for one a join found
+// deleted), sends nothing, and --verify calls none missing (it called all
+// three on the primary and one missing, exit 1). The operator's restore
+// brings it back: then all three are skipped.
+func TestJoinCountsAnEntryDeletedAfterAnEarlierJoinSentIt(t *testing.T) {
+	t.Parallel()
+	const text = "standup: nothing new"
+	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices(), false, fakepalace.Options{})
+	entry := map[string]any{"agent_name": "opencode", "entry": text, "topic": "standup"}
+	p := newPalace(t)
+	for range 3 {
+		p.do(t, "diary_write", entry)
+	}
+	p.save(t)
+	cfg := config(t, p, pr)
+	cfg.URL, cfg.Token = url, func() string { return tokens["desk-9b21"] }
+	if rep := run(t, cfg, Options{}); !rep.OK() || rep.Sent[Diaries] != 3 {
+		t.Fatalf("first join: sent %v failed %+v", rep.Sent, rep.Failed)
+	}
+	var id string
+	for _, d := range pr.pl.Dump().Drawers {
+		if d.Content == text {
+			id = d.ID
+		}
+	}
+	if res := gwCall(t, url, tokens["ops-0001"], "delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
+		t.Fatalf("the admin's delete: %v", res)
+	}
+	for range 2 {
+		rep := run(t, cfg, Options{Verify: All})
+		if !rep.OK() || rep.Skipped[Diaries] != 2 || rep.DeletedOnPrimary[Diaries] != 1 || rep.Sent[Diaries] != 0 || rep.Verified != 2 || pr.pl.Dump().CountContent(text) != 2 {
+			t.Fatalf("a join after the delete: skipped %v deleted %v sent %v verified %d; failed %+v mismatches %+v", rep.Skipped, rep.DeletedOnPrimary, rep.Sent, rep.Verified, rep.Failed, rep.Mismatches)
+		}
+	}
+	restore(id)
+	if rep := run(t, cfg, Options{Verify: All}); !rep.OK() || rep.Skipped[Diaries] != 3 || rep.DeletedOnPrimary[Diaries] != 0 || rep.Verified != 3 {
+		t.Fatalf("a join after the restore: skipped %v deleted %v verified %d; mismatches %+v", rep.Skipped, rep.DeletedOnPrimary, rep.Verified, rep.Mismatches)
+	}
+}

@@ -298,14 +298,14 @@ func complete(d map[string]any, content string) (bool, string) {
 // wing -> sha256(entry)[:12] of each entry's text now (an entry edited
 // since it was filed keeps its first id: catalogue.ListedEntrySuffix; one
 // whose listing cuts its text is read whole) -> ids, sorted.
-func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool) map[string]map[string][]string {
-	out := map[string]map[string][]string{}
+func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool) (out map[string]map[string][]string, unread map[string]bool) {
+	out, unread = map[string]map[string][]string{}, map[string]bool{}
 	for wing := range wings {
 		ids := map[string][]string{}
-		// A listing that fails keeps what it read: what it misses is named
-		// as missing or passed over, never as a copy; likewise an entry
-		// whose text cannot be read.
-		_ = eachDrawer(ctx, primary, "primary", map[string]any{"wing": wing, "room": "diary"}, func(row map[string]any) {
+		// A listing that fails keeps what it read (the wing in unread):
+		// what it misses is named as missing or passed over, never as a
+		// copy; likewise an entry whose text cannot be read.
+		err := eachDrawer(ctx, primary, "primary", map[string]any{"wing": wing, "room": "diary"}, func(row map[string]any) {
 			id := str(row, "drawer_id")
 			sfx, known, ok := catalogue.ListedEntrySuffix(row)
 			if ok && !known {
@@ -319,9 +319,9 @@ func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool)
 		for _, v := range ids {
 			sort.Strings(v)
 		}
-		out[wing] = ids
+		out[wing], unread[wing] = ids, err != nil
 	}
-	return out
+	return out, unread
 }
 
 // writtenRecord is a diary entry or closed fact this run sent.
