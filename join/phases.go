@@ -134,8 +134,9 @@ func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
 	if o.Resume {
 		return j, nil // nothing is read anew: no local server
 	}
+	j.cfg.Child = j.ownKG()
 	cctx, stop := context.WithCancel(context.Background())
-	child := edge.NewChild(cfg.Child, cfg.ChildEnv, j.log, edge.ChildOptions{Stderr: cfg.ChildStderr, Version: cfg.Version, Wait: j.cfg.StartWait})
+	child := edge.NewChild(j.cfg.Child, cfg.ChildEnv, j.log, edge.ChildOptions{Stderr: cfg.ChildStderr, Version: cfg.Version, Wait: j.cfg.StartWait})
 	stopped := make(chan struct{})
 	go func() { child.Run(cctx); close(stopped) }()
 	j.stopLocal = func() { stop(); <-stopped }
@@ -146,6 +147,22 @@ func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
 	}
 	j.local = &counter{calls: j.rep.Calls, side: "local", next: childCaller{child}}
 	return j, nil
+}
+
+// ownKG is the local server's argv, with --palace when the palace holds
+// its knowledge graph (mempalace-mcp --palace, serve or mine wrote it) and
+// ~/.mempalace holds none: without it the server would create an empty
+// one there and read that (RFC 001 §7.1), a dry run too, and the join
+// would then fail on the kg-split it made (attack118 F3).
+func (j *joining) ownKG() []string {
+	argv := j.cfg.Child
+	if j.cfg.Home == "" || hasPalaceFlag(argv) || !exists(filepath.Join(j.cfg.Palace, "knowledge_graph.sqlite3")) {
+		return argv
+	}
+	if _, err := os.Lstat(filepath.Join(j.cfg.Home, ".mempalace", "knowledge_graph.sqlite3")); !errors.Is(err, fs.ErrNotExist) {
+		return argv // there (a link to the palace's, or a file: doctor's kg-split), or not known
+	}
+	return append(slices.Clip(argv), "--palace", j.cfg.Palace)
 }
 
 // check is start's look at the configuration, the policy and the flags.
