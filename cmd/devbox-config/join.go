@@ -87,7 +87,7 @@ func newJoinCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 		RunE:  func(*cobra.Command, []string) error { return jc.run() },
 	}
 	f := c.Flags()
-	f.BoolVar(&jc.dryRun, "dry-run", false, "print the manifest (what would be sent, per record type) and send nothing; each drawer no join sent yet is looked up on the primary by its id, read-only, and one it holds is not counted")
+	f.BoolVar(&jc.dryRun, "dry-run", false, "print the manifest (what would be sent, per record type) and send nothing; each drawer no join sent yet is looked up on the primary by its id, read-only, and one it holds is not counted; diary entries and facts are not looked up (the real run skips those the primary holds)")
 	f.BoolVar(&jc.asJSON, "json", false, "print one JSON object with the outcome")
 	f.StringVar(&jc.device, "origin-device", "", "stamp added_by = <agent>/<label>/<device> on every replayed drawer (an opaque id, e.g. a uuid; without it nothing is stamped)")
 	f.StringArrayVar(&jc.wings, "wing", nil, "join only wings matching this glob (repeatable)")
