@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +174,7 @@ const upstreamSlotLinger = 20 * time.Second
 type openStreams struct {
 	mu    sync.Mutex
 	holds []*streamHold
-	gone  []*streamHold // ended, each until its freed
+	gone  []*streamHold // ended, each until its freed; those replaced count in no share
 }
 
 // shareFull is why a device's stream was refused: when it may try
@@ -197,15 +198,16 @@ func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, full sh
 	others := func(x *streamHold) bool { return x.device != h.device }
 	mine := slices.DeleteFunc(slices.Clone(o.holds), others)
 	slices.SortStableFunc(mine, func(a, b *streamHold) int { return a.opened.Compare(b.opened) })
-	gone := slices.DeleteFunc(slices.Clone(o.gone), others)
+	gone := slices.DeleteFunc(slices.Clone(o.gone), func(x *streamHold) bool { return others(x) || x.replaced })
 	need, ok := admits(mine, gone, share, now)
 	if !ok {
 		return nil, shareFull{retry: untilAdmitted(mine, gone, share, now), ended: len(gone)}, false
 	}
 	over = mine[:need]
-	for _, x := range over {
-		x.replaced = true
+	for _, x := range over { // its slot at the primary lingers, though not in its device's share (primaryFull)
+		x.replaced, x.freed = true, now.Add(upstreamSlotLinger)
 	}
+	o.gone = append(o.gone, over...)
 	o.holds = append(slices.DeleteFunc(o.holds, func(x *streamHold) bool { return slices.Contains(over, x) }), h)
 	return over, shareFull{}, true
 }
@@ -257,7 +259,7 @@ func (o *openStreams) remove(h *streamHold) {
 // device's share until freed when the primary gave it a slot (freed not
 // zero), unless add ended it for its device's new stream, which counts
 // in its place (a laptop back from sleep gets all its streams back at
-// once). Its slot at the primary is free within upstreamSlotLinger, and
+// once; add keeps it until freed, for primaryFull). Its slot at the primary is free within upstreamSlotLinger, and
 // the relays so ended in any upstreamSlotLinger were all open at its
 // start, each being streamReplaceAge old, longer: at most the share. So
 // a device holds at most twice its share of the primary's slots, and
@@ -270,6 +272,16 @@ func (o *openStreams) done(h *streamHold, freed time.Time) {
 		h.freed = freed
 		o.gone = append(o.gone, h)
 	}
+}
+
+// lingering is the relays ended whose slots the primary may still hold
+// at now, the first to be freed first.
+func (o *openStreams) lingering(now time.Time) []*streamHold {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	gone := slices.DeleteFunc(slices.Clone(o.gone), func(x *streamHold) bool { return !x.freed.After(now) })
+	slices.SortFunc(gone, func(a, b *streamHold) int { return a.freed.Compare(b.freed) })
+	return gone
 }
 
 func (o *openStreams) all() []*streamHold {
@@ -307,6 +319,40 @@ func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 		s.Log.Info("logstream: the device's oldest open stream ended for its new one, past its share (max_streams)", "device", d.ID, "share", share)
 	}
 	return true
+}
+
+// primaryFull is what a device's 503 from the primary for a stream says
+// after the gateway's text, and its Retry-After, given the primary's
+// (theirs). With no ended relay's slot lingering there, the primary's
+// Retry-After is relayed; with one, the gateway knows when the first is
+// freed: its Retry-After is the time until then, rounded up as a 429's,
+// or the primary's if longer (attack119 F1: the primary's 5 s, followed,
+// was refused twice), and the text names those streams and their devices:
+// the shares fit the cap, but a reconnect from sleep counts its device's
+// twice for upstreamSlotLinger (attack119 F2).
+func (s *Server) primaryFull(theirs string) (text, retry string) {
+	now := s.Now()
+	gone := s.open.lingering(now)
+	if len(gone) == 0 {
+		return ": the primary serves no more streams now, its clients together (devices through this gateway, and any of its own) holding all of its MEMPALACE_SSE_MAX_CLIENTS (8 by default): retry later; if it lasts, the operator raises that cap to at least the sum of the devices' shares (max_streams)", theirs
+	}
+	secs := int((max(gone[0].freed.Sub(now), time.Second) + time.Second - 1) / time.Second)
+	if n, err := strconv.Atoi(theirs); err == nil && n > secs {
+		secs = n
+	}
+	var devices []string
+	count := map[string]int{}
+	for _, h := range gone {
+		if count[h.device] == 0 {
+			devices = append(devices, h.device)
+		}
+		count[h.device]++
+	}
+	for i, d := range devices {
+		devices[i] = fmt.Sprintf("%s: %d", d, count[d])
+	}
+	return fmt.Sprintf(": the primary serves no more streams now, its clients together holding all of its MEMPALACE_SSE_MAX_CLIENTS (8 by default), counting the streams the gateway ended less than %s ago, whose slots it frees only then (%s); a device's reconnect from sleep ends its old streams for its new ones, so for those %s it holds twice its share: retry in %d s, when the first is freed; if it recurs, the operator raises that cap to the sum of the devices' shares with a reconnecting device's share counted twice (max_streams), or changes nothing: it clears within the wait",
+		upstreamSlotLinger, strings.Join(devices, ", "), upstreamSlotLinger, secs), strconv.Itoa(secs)
 }
 
 // recheckStreams ends each open relay whose token no longer

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -523,5 +524,61 @@ func TestStreamRefusalKeepsTheReason(t *testing.T) {
 	code = http.StatusServiceUnavailable
 	if _, status, body := g.openStream(t, g.tokens["desk-9b21"], "/logstream/stream?to_agent=pi@desk"); status != 503 || !strings.Contains(body, "MEMPALACE_SSE_MAX_CLIENTS") {
 		t.Errorf("the primary's streams all held: %d %s", status, body)
+	}
+}
+
+// attack119 F1, F2: a laptop back from sleep opens its streams anew, the
+// gateway ending its old ones, whose slots the primary still holds: it
+// answers 503 with its Retry-After of 5, though the slots free only
+// within upstreamSlotLinger. The gateway knows when: its 503, to any
+// device, says wait until the first is freed (rounded up, or the
+// primary's 5 once that is longer), and names the streams it ended,
+// their device, and the fix counting a reconnecting device's share
+// twice. With none lingering, the primary's Retry-After and the plain
+// sum are said. Before, the wait was the primary's 5 throughout, and the
+// fix the plain sum of the shares, which fit already.
+func TestStreamPrimaryFullAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	sse := startSSE(t)
+	var full atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !full.Load() {
+			sse.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error": "too many SSE clients"}`)
+	}))
+	t.Cleanup(up.Close)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	const path = "/logstream/stream?to_agent=opencode@laptop"
+	var asleep []*clientStream
+	for range 2 {
+		s, code, body := g.openStream(t, laptop, path)
+		if s == nil {
+			t.Fatalf("laptop's stream: %d %s", code, body)
+		}
+		asleep = append(asleep, s)
+	}
+	g.advance(streamReplaceAge)
+	full.Store(true) // the primary holds the old streams' slots still
+	code, retry, body := g.refusedStream(t, laptop, path)
+	asleep[0].ended(t, time.Now(), 5*time.Second)
+	if code != http.StatusServiceUnavailable || retry != "20" || !strings.Contains(body, "ended less than 20s ago, whose slots it frees only then (laptop-7f3a: 1)") || !strings.Contains(body, "reconnecting device's share counted twice") || !strings.Contains(body, "clears within the wait") {
+		t.Fatalf("laptop's reconnect, the primary full: %d, Retry-After %q (want 503, 20, naming the laptop's ended stream and the fix), %s", code, retry, body)
+	}
+	g.advance(700 * time.Millisecond)
+	if code, retry, body := g.refusedStream(t, desk, "/logstream/stream?to_agent=pi@desk"); code != http.StatusServiceUnavailable || retry != "20" {
+		t.Errorf("desk's stream 19.3 s before the slot frees: %d, Retry-After %q, want 503 and 20: %s", code, retry, body)
+	}
+	g.advance(18 * time.Second)
+	if _, retry, _ := g.refusedStream(t, laptop, path); retry != "5" {
+		t.Errorf("1.3 s before the slot frees: Retry-After %q, want the primary's 5", retry)
+	}
+	g.advance(2 * time.Second)
+	if _, retry, body := g.refusedStream(t, laptop, path); retry != "5" || !strings.Contains(body, "at least the sum of the devices' shares") || strings.Contains(body, "ended less than") {
+		t.Errorf("the slot freed, the primary full: Retry-After %q (want the primary's 5, the plain sum), %s", retry, body)
 	}
 }

@@ -775,10 +775,11 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 	defer resp.Body.Close() // read to its end or the client gone: nothing to report
 	if code := resp.StatusCode; withToken && (code < 200 || code > 299) {
 		started(code)
-		if v := resp.Header.Get("Retry-After"); v != "" {
-			w.Header().Set("Retry-After", v)
+		text, retry := s.upstreamRefusal(r, resp)
+		if retry != "" {
+			w.Header().Set("Retry-After", retry)
 		}
-		http.Error(w, s.upstreamRefusal(r, resp), code)
+		http.Error(w, text, code)
 		return
 	}
 	started(resp.StatusCode)
@@ -789,10 +790,12 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 // is not a success: its status, and the message of serve's JSON error
 // ({"error": ...}: an unknown since_event_id, a filter it refuses), with
 // the upstream token redacted and, for a device not admin, the primary's
-// paths cut (its body is never passed on as it is). A stream's 503 says
-// whose the slots are.
-func (s *Server) upstreamRefusal(r *http.Request, resp *http.Response) string {
-	text := fmt.Sprintf("devbox-config gateway: the upstream answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+// paths cut (its body is never passed on as it is), and its Retry-After:
+// the primary's, but a stream's 503 says whose the slots are and when
+// the gateway knows one frees (primaryFull).
+func (s *Server) upstreamRefusal(r *http.Request, resp *http.Response) (text, retry string) {
+	text = fmt.Sprintf("devbox-config gateway: the upstream answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	retry = resp.Header.Get("Retry-After")
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10)) // a short or cut body: no message, the status stands
 	if msg := gjson.GetBytes(b, "error"); msg.Type == gjson.String && jsondepth.Valid(b) {
 		clean := redact.Secret(msg.Str, s.UpstreamToken())
@@ -802,9 +805,10 @@ func (s *Server) upstreamRefusal(r *http.Request, resp *http.Response) string {
 		text += ": " + clean
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable && r.URL.Path == "/logstream/stream" {
-		text += ": the primary serves no more streams now, its clients together (devices through this gateway, and any of its own) holding all of its MEMPALACE_SSE_MAX_CLIENTS (8 by default): retry later; if it lasts, the operator raises that cap to at least the sum of the devices' shares (max_streams)"
+		full, wait := s.primaryFull(retry)
+		text, retry = text+full, wait
 	}
-	return text
+	return text, retry
 }
 
 // relay streams resp to w as it arrives: its status, the headers a GET
