@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,18 +130,8 @@ func TestRealStreamShareHoldsAtThePrimary(t *testing.T) {
 	g := newGWAt(t, []Device{{ID: "alice", Label: "alice", Read: []string{"shared"}, Agents: []string{"pi@alice"}, ReadRate: 1e9}}, u)
 	open := func(base, token string) (int, context.CancelFunc) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/logstream/stream?to_agent=pi@alice", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode != 200 {
-			resp.Body.Close()
-		}
-		return resp.StatusCode, cancel
+		code, _, _, cancel := openRealStream(t, base, token)
+		return code, cancel
 	}
 	for i := range 6 {
 		if code, _ := open(srv.Base, srv.Token); code != 200 {
@@ -176,5 +167,61 @@ func TestRealStreamShareHoldsAtThePrimary(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		t.Logf("the primary's slot %d free %s after its stream ended", i, time.Since(e).Round(time.Millisecond))
+	}
+}
+
+// openRealStream opens alice's stream at base as token: its status, and
+// for one not 200 its Retry-After and body; the stream is hung up at
+// cleanup, or by the func returned.
+func openRealStream(t *testing.T, base, token string) (int, string, string, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/logstream/stream?to_agent=pi@alice", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == 200 {
+		return 200, "", "", cancel
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b), cancel
+}
+
+// TestRealStreamReconnectWaitHolds: against real MemPalace serve, its 8
+// slots held by six clients of its own and alice's 2 streams a minute
+// old, alice's reconnect from sleep ends her old stream for the new one,
+// whose slot the primary frees only at its next ping: the primary
+// answers 503 with its Retry-After of 5, and the gateway's says the time
+// until the slot is surely freed (upstreamSlotLinger), naming alice; a
+// client that follows it, once, gets its stream. Before, the gateway
+// relayed the 5, and a client following it was refused twice more
+// (attack119 F1).
+func TestRealStreamReconnectWaitHolds(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, []Device{{ID: "alice", Label: "alice", Read: []string{"shared"}, Agents: []string{"pi@alice"}, ReadRate: 1e9}}, u)
+	for i := range 6 {
+		if code, _, body, _ := openRealStream(t, srv.Base, srv.Token); code != 200 {
+			t.Fatalf("the primary's stream %d: %d %s", i, code, body)
+		}
+	}
+	for i := range 2 {
+		if code, _, body, _ := openRealStream(t, g.http.URL, g.tokens["alice"]); code != 200 {
+			t.Fatalf("alice's stream %d: %d %s", i, code, body)
+		}
+	}
+	g.advance(streamReplaceAge)
+	code, retry, body, _ := openRealStream(t, g.http.URL, g.tokens["alice"])
+	secs, err := strconv.Atoi(retry)
+	if code != http.StatusServiceUnavailable || err != nil || secs != int(upstreamSlotLinger/time.Second) || !strings.Contains(body, "(alice: 1)") {
+		t.Fatalf("alice's reconnect, the primary's slots all held: %d, Retry-After %q (want 503, 20, naming alice), %s", code, retry, body)
+	}
+	time.Sleep(time.Duration(secs) * time.Second)
+	g.advance(time.Duration(secs) * time.Second)
+	if code, retry, body, _ := openRealStream(t, g.http.URL, g.tokens["alice"]); code != 200 {
+		t.Fatalf("alice's reconnect after the Retry-After: %d, Retry-After %q, %s", code, retry, body)
 	}
 }
