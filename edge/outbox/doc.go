@@ -30,7 +30,7 @@
 //	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process
 //	theirs.go    a dropped update refused as changed on the primary: the note that makes the edge's palace take the primary's text; Kicked
-//	heldfacts.go the KG writes a gateway held (not filed) that a local KG read names
+//	heldfacts.go the KG writes a gateway held (not filed) that a local KG read names, and those a later write settled (told no more)
 //	tombstone.go what this device deleted (merged reads hide the primary's copy)
 //	stayedlocal.go the writes an edge could not put here (a full disk): their count, in a file beside it a full disk does not stop
 //	storage.go   an Open its file system refused (full, read-only, permissions) told from a damaged file, naming the mount mountinfo lists (a bind mount too); Peek, a read-only count
