@@ -29,7 +29,10 @@ package edge
 // kg_supersede it answered held_by (the old fact closed there and
 // another value current: nothing filed, the new value not made current);
 // a KG read the local palace answers names those of its entity
-// (notFiled), as the local palace holds their values as written.
+// (notFiled), as the local palace holds their values as written. Once a
+// later write settles one, as notFiled's rule has it (outbox.Unowed), it
+// is told no more, nor is an end answered already_closed that settled
+// one (stillOwed).
 //
 // A queued coordination write the gateway took, at a later flush, with a
 // warning (its to_agent is no device's agent: outbox.DeadOp.Warned) is
@@ -105,6 +108,7 @@ func (e *Edge) newDead(ctx context.Context, all bool) []outbox.DeadOp {
 		return nil
 	}
 	d.seen.Store(seen)
+	ops = e.stillOwed(ctx, ops)
 	var fresh []outbox.DeadOp
 	told := make(map[string]bool, len(ops))
 	for _, o := range ops {
@@ -115,6 +119,22 @@ func (e *Edge) newDead(ctx context.Context, all bool) []outbox.DeadOp {
 	}
 	d.told = told // an op retried and dead again is told again
 	return fresh
+}
+
+// stillOwed drops from ops the KG writes noted held or closed already on which
+// nothing is owed any more (outbox.Unowed: settled as edge.not_filed's
+// are), so neither a tool answer nor a session start tells the agent to
+// undo what it settled (attack119 F3). Unreadable, all are kept.
+func (e *Edge) stillOwed(ctx context.Context, ops []outbox.DeadOp) []outbox.DeadOp {
+	if !slices.ContainsFunc(ops, func(o outbox.DeadOp) bool { return o.Closed }) {
+		return ops
+	}
+	done, err := e.outbox.Unowed(ctx)
+	if err != nil {
+		e.log.Debug("the settled KG writes not looked up; they are told as still held", "err", err)
+		return ops
+	}
+	return slices.DeleteFunc(ops, func(o outbox.DeadOp) bool { return o.Closed && done[o.ID] })
 }
 
 // untell puts dead ops back for a later answer (none could carry them).

@@ -304,3 +304,45 @@ func TestASupersedeAnsweredHeldSettlesAHeldAdd(t *testing.T) {
 		t.Errorf("an offline read after the agent superseded its held add's value names as not filed %v, want only host_3", held)
 	}
 }
+
+// Once the agent settled its held add (ended its value, the end answered
+// already_closed), the next session start tells neither the held add
+// ("Facts held already": make it the value) nor the settling end ("Facts
+// closed already": re-add it), as edge.not_filed names neither: both
+// were said at the next 3 session starts, telling the agent to undo what
+// it did on purpose (attack119 F3).
+func TestASettledHeldAddIsNotToldAtTheNextSessionStart(t *testing.T) {
+	t.Parallel()
+	h, primary := heldAdd(t)
+	ctx := context.Background()
+	if in := h.edge.sessionInstructions(ctx); !strings.Contains(in, "Facts held already") || !strings.Contains(in, "kg_add of service_x") {
+		t.Fatalf("the session start before the held add was settled does not tell it:\n%s", in)
+	}
+	postTool(t, primary, testToken, "kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-05"})
+	if _, res := h.call("kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-06"}); res.IsError {
+		t.Fatalf("kg_invalidate refused: %s", refusalText(res))
+	}
+	h.drained()
+	if !closedNoted(t, h, "kg_invalidate") {
+		t.Fatal("the end was not answered already_closed")
+	}
+	if in := h.edge.sessionInstructions(ctx); strings.Contains(in, "service_x") || strings.Contains(in, "Facts") {
+		t.Errorf("the session start after the agent settled its held add still tells it:\n%s", in)
+	}
+}
+
+// A held supersede from a held add's value settles the add, not itself:
+// the next session start still tells the supersede (its new value was
+// not made current) and no longer the add, as edge.not_filed does.
+func TestASessionStartAfterAHeldSupersedeTellsItAlone(t *testing.T) {
+	t.Parallel()
+	h, primary := heldAdd(t)
+	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_2", "at": "2026-12-05"})
+	if _, res := h.call("kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_3", "at": "2026-12-06"}); res.IsError {
+		t.Fatalf("kg_supersede refused: %s", refusalText(res))
+	}
+	h.drained()
+	if in := h.edge.sessionInstructions(context.Background()); !strings.Contains(in, "kg_supersede of service_x") || strings.Contains(in, "kg_add of service_x") {
+		t.Errorf("the session start after a held supersede settled the held add (want the supersede told, not the add):\n%s", in)
+	}
+}
