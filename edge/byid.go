@@ -148,45 +148,22 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	if !ok {
 		return res // not 3.11's shape
 	}
-	dead, mk := e.tombstones(ctx).drawers, e.marks().tookOnly()
-	var missing, untaken []string // untaken: asked of the primary first (untakenRead)
-	var at, untakenAt []int
-	changed := false // a taken drawer marked, or a deleted one hidden
-	for i, id := range ids {
-		if slots[i] != nil && !gjson.GetBytes(slots[i], "error").Exists() {
-			if marked := mk.text(string(slots[i]), catalogue.RecordDrawer, origin.PalaceLocal); marked != string(slots[i]) {
-				slots[i], changed = json.RawMessage(marked), true
-			}
-			if e.isUntaken(id) {
-				untaken, untakenAt = append(untaken, id), append(untakenAt, i)
-			}
-			continue
-		}
-		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
-			msg := "Drawer not found: " + id
-			if dead[id] {
-				msg, changed = hiddenByDelete(id), true
-			} else {
-				missing, at = append(missing, id), append(at, i)
-			}
-			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": msg})
-		}
-	}
-	if len(missing)+len(untaken) == 0 {
+	sl := e.sortSlots(ctx, ids, slots)
+	if len(sl.missing)+len(sl.untaken) == 0 {
 		if busy != nil {
 			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
 		}
-		if changed {
+		if sl.changed {
 			return drawersAnswer(slots)
 		}
 		return res
 	}
-	asked := append(missing, untaken...)
+	asked := append(sl.missing, sl.untaken...)
 	got, unanswered, why := e.primaryDrawers(ctx, c, asked)
 	if busy != nil && unanswered == len(asked) {
 		return busyAndPrimaryDown(busy, why)
 	}
-	for _, i := range at {
+	for _, i := range sl.at {
 		if s, ok := got[ids[i]]; ok {
 			slots[i] = s
 		}
@@ -198,10 +175,49 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	if why != "" {
 		mark["primary"], mark["not_answered"] = why, unanswered
 	}
-	if local := e.untakenSlots(slots, ids, untakenAt, got); len(local) > 0 {
+	if local := e.untakenSlots(slots, ids, sl.untakenAt, got); len(local) > 0 {
 		mark["local"] = untakenHere(local...)
 	}
 	return annotate(drawersAnswer(slots), busyMark(mark, busy), busy != nil || why != "" || mark["local"] != nil)
+}
+
+// sortedSlots is what sortSlots found of a get_drawers' local slots:
+// the ids to ask the primary for, at their indexes (missing: not found
+// here; untaken: found, their dropped edit's take pending, untakenRead),
+// and whether a slot was rewritten (a taken drawer marked, a deleted one
+// hidden).
+type sortedSlots struct {
+	missing, untaken []string
+	at, untakenAt    []int
+	changed          bool
+}
+
+// sortSlots marks, hides and sorts slots (drawersMissing), rewriting
+// them in place.
+func (e *Edge) sortSlots(ctx context.Context, ids []string, slots []json.RawMessage) sortedSlots {
+	var sl sortedSlots
+	dead, mk := e.tombstones(ctx).drawers, e.marks().tookOnly()
+	for i, id := range ids {
+		if slots[i] != nil && !gjson.GetBytes(slots[i], "error").Exists() {
+			if marked := mk.text(string(slots[i]), catalogue.RecordDrawer, origin.PalaceLocal); marked != string(slots[i]) {
+				slots[i], sl.changed = json.RawMessage(marked), true
+			}
+			if e.isUntaken(id) {
+				sl.untaken, sl.untakenAt = append(sl.untaken, id), append(sl.untakenAt, i)
+			}
+			continue
+		}
+		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
+			msg := "Drawer not found: " + id
+			if dead[id] {
+				msg, sl.changed = hiddenByDelete(id), true
+			} else {
+				sl.missing, sl.at = append(sl.missing, id), append(sl.at, i)
+			}
+			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": msg})
+		}
+	}
+	return sl
 }
 
 // untakenSlots puts the primary's answer (got) of each drawer at
