@@ -134,17 +134,10 @@ func TestAnAdminDeleteWhileThePrimaryIsDownSaysToDeleteAgain(t *testing.T) {
 func TestAnAdminDeleteOfAnotherDevicesDiaryEntrySaysHow(t *testing.T) {
 	t.Parallel()
 	e, _, primary, ob := adminRouter(t)
-	b, _ := json.Marshal(map[string]any{"name": "mempalace_diary_write", "arguments": map[string]any{"agent_name": "eve", "entry": "eve's standup, written on another device"}})
-	line, err := primary.pl.Handle(wire.Request("x", "tools/call", b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _, _ := wire.SplitAnswer(line)
-	res, _ := wire.DecodeResult(raw)
-	text, _ := objectText(res)
-	id, _ := objectMap(text)["entry_id"].(string)
+	entry := primaryTool(t, primary, "mempalace_diary_write", map[string]any{"agent_name": "eve", "entry": "eve's standup, written on another device"})
+	id, _ := entry["entry_id"].(string)
 	if id == "" {
-		t.Fatalf("the primary's diary_write: %s", text)
+		t.Fatalf("the primary's diary_write: %v", entry)
 	}
 	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
 	msg := fmt.Sprint(m["message"])

@@ -56,7 +56,13 @@ func (s refusing) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (
 // sharedDrawer files content on the primary and returns its id.
 func sharedDrawer(t *testing.T, primary *inProcess, wing, content string) string {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": wing, "room": "r", "content": content}})
+	return primaryTool(t, primary, "mempalace_add_drawer", map[string]any{"wing": wing, "room": "r", "content": content})["drawer_id"].(string)
+}
+
+// primaryTool is the in-process primary's answer to a call of tool.
+func primaryTool(t *testing.T, primary *inProcess, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": tool, "arguments": args})
 	line, err := primary.pl.Handle(wire.Request("x", "tools/call", b))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +70,7 @@ func sharedDrawer(t *testing.T, primary *inProcess, wing, content string) string
 	raw, _, _ := wire.SplitAnswer(line)
 	res, _ := wire.DecodeResult(raw)
 	text, _ := objectText(res)
-	return objectMap(text)["drawer_id"].(string)
+	return objectMap(text)
 }
 
 func edgeOf(m map[string]any) map[string]any { e, _ := m["edge"].(map[string]any); return e }
