@@ -272,14 +272,7 @@ func closedNoted(t *testing.T, h *harness, tool string) bool {
 func TestAnEndAnsweredAlreadyClosedSettlesAHeldAdd(t *testing.T) {
 	t.Parallel()
 	h, primary := heldAdd(t)
-	postTool(t, primary, testToken, "kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-05"})
-	if _, res := h.call("kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-06"}); res.IsError {
-		t.Fatalf("kg_invalidate refused: %s", refusalText(res))
-	}
-	h.drained()
-	if !closedNoted(t, h, "kg_invalidate") {
-		t.Fatal("the end was not answered already_closed")
-	}
+	endedClosedAlready(t, h, primary)
 	if held := offlineNotFiled(t, h, "service_x"); len(held) != 0 {
 		t.Errorf("an offline read after the agent ended its held add's value names as not filed: %v", held)
 	}
@@ -292,11 +285,7 @@ func TestAnEndAnsweredAlreadyClosedSettlesAHeldAdd(t *testing.T) {
 func TestASupersedeAnsweredHeldSettlesAHeldAdd(t *testing.T) {
 	t.Parallel()
 	h, primary := heldAdd(t)
-	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_2", "at": "2026-12-05"})
-	if _, res := h.call("kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_3", "at": "2026-12-06"}); res.IsError {
-		t.Fatalf("kg_supersede refused: %s", refusalText(res))
-	}
-	h.drained()
+	supersededHeld(t, h, primary)
 	if !closedNoted(t, h, "kg_supersede") {
 		t.Fatal("the supersede was not answered held_by")
 	}
@@ -318,14 +307,7 @@ func TestASettledHeldAddIsNotToldAtTheNextSessionStart(t *testing.T) {
 	if in := h.edge.sessionInstructions(ctx); !strings.Contains(in, "Facts held already") || !strings.Contains(in, "kg_add of service_x") {
 		t.Fatalf("the session start before the held add was settled does not tell it:\n%s", in)
 	}
-	postTool(t, primary, testToken, "kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-05"})
-	if _, res := h.call("kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-06"}); res.IsError {
-		t.Fatalf("kg_invalidate refused: %s", refusalText(res))
-	}
-	h.drained()
-	if !closedNoted(t, h, "kg_invalidate") {
-		t.Fatal("the end was not answered already_closed")
-	}
+	endedClosedAlready(t, h, primary)
 	if in := h.edge.sessionInstructions(ctx); strings.Contains(in, "service_x") || strings.Contains(in, "Facts") {
 		t.Errorf("the session start after the agent settled its held add still tells it:\n%s", in)
 	}
@@ -337,12 +319,33 @@ func TestASettledHeldAddIsNotToldAtTheNextSessionStart(t *testing.T) {
 func TestASessionStartAfterAHeldSupersedeTellsItAlone(t *testing.T) {
 	t.Parallel()
 	h, primary := heldAdd(t)
+	supersededHeld(t, h, primary)
+	if in := h.edge.sessionInstructions(context.Background()); !strings.Contains(in, "kg_supersede of service_x") || strings.Contains(in, "kg_add of service_x") {
+		t.Errorf("the session start after a held supersede settled the held add (want the supersede told, not the add):\n%s", in)
+	}
+}
+
+// endedClosedAlready has the primary end heldAdd's value, then the agent
+// end it too: the gateway answers it already_closed.
+func endedClosedAlready(t *testing.T, h *harness, primary string) {
+	t.Helper()
+	postTool(t, primary, testToken, "kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-05"})
+	if _, res := h.call("kg_invalidate", map[string]any{"subject": "service_x", "predicate": "runs_on", "object": "host_1", "ended": "2026-12-06"}); res.IsError {
+		t.Fatalf("kg_invalidate refused: %s", refusalText(res))
+	}
+	h.drained()
+	if !closedNoted(t, h, "kg_invalidate") {
+		t.Fatal("the end was not answered already_closed")
+	}
+}
+
+// supersededHeld has the primary supersede heldAdd's value host_1 with
+// host_2, then the agent supersede it with host_3: the gateway holds it.
+func supersededHeld(t *testing.T, h *harness, primary string) {
+	t.Helper()
 	postTool(t, primary, testToken, "kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_2", "at": "2026-12-05"})
 	if _, res := h.call("kg_supersede", map[string]any{"subject": "service_x", "predicate": "runs_on", "old_object": "host_1", "new_object": "host_3", "at": "2026-12-06"}); res.IsError {
 		t.Fatalf("kg_supersede refused: %s", refusalText(res))
 	}
 	h.drained()
-	if in := h.edge.sessionInstructions(context.Background()); !strings.Contains(in, "kg_supersede of service_x") || strings.Contains(in, "kg_add of service_x") {
-		t.Errorf("the session start after a held supersede settled the held add (want the supersede told, not the add):\n%s", in)
-	}
 }
