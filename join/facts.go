@@ -237,9 +237,10 @@ func copyOf(there []fact, f fact, other bool) (c fact, ok bool) {
 //   - the same fact there already (the edge replicated it): not sent,
 //     counted skipped, as a drawer already there is.
 //   - open here, its triple closed there and replaced by another value
-//     current there (replacedOn): not sent, counted skipped, named in a
-//     note (replacedThere); a gateway would hold the kg_add, a bare
-//     MemPalace open it beside the current value.
+//     current there (replacedOn): not sent, counted replaced (not
+//     skipped, not verified), named in a note (replacedThere); a gateway
+//     would hold the kg_add, a bare MemPalace open it beside the current
+//     value.
 //   - open there from another valid_from (and not here from this one):
 //     kg_add answers the open copy and files nothing, so it is not sent,
 //     counted neither sent nor skipped, and named (open on the primary).
@@ -291,9 +292,11 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 				}
 				j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c, j.openFix(c)))
 			} else if cur, ended, ok := replacedOn(fs, f); ok {
-				j.onPrimaryAlready(p)
-				p.replaced = true
-				j.replaced = append(j.replaced, fmt.Sprintf("%s (ended %s there; %q current from %s)", recordName(p.rec), ended, cur.Object, cmp.Or(cur.ValidFrom, "(no date)")))
+				p.held = true
+				if !p.sent {
+					j.rep.Pending[Facts]--
+				}
+				j.replacedOnPrimary(p.rec, fmt.Sprintf("ended %s there; %q current from %s", ended, cur.Object, cmp.Or(cur.ValidFrom, "(no date)")))
 			}
 		}
 	}
@@ -387,13 +390,22 @@ func replacedOn(there []fact, f fact) (cur fact, ended string, ok bool) {
 	return fact{}, "", false
 }
 
+// replacedOnPrimary counts rec, a fact another value replaced on the
+// primary (why: what is current there), as replaced: join's noted skip,
+// neither sent nor a mismatch.
+func (j *joining) replacedOnPrimary(rec Record, why string) {
+	j.rep.ReplacedOnPrimary++
+	j.replaced = append(j.replaced, fmt.Sprintf("%s (%s)", recordName(rec), why))
+}
+
 // replacedThere is the note on the facts (names, with the primary's
 // current value) not sent because another value replaced them on the
-// primary: what is current there, and how to make this palace's current.
+// primary: what is current there, how to make this palace's value
+// current, and what ending it here would do.
 func replacedThere(names []string) string {
 	list := strings.Join(names[:min(len(names), 5)], ", ")
 	if len(names) > 5 {
 		list += fmt.Sprintf(", and %d more", len(names)-5)
 	}
-	return fmt.Sprintf("%d facts current here are closed on the primary and replaced there by another value: %s; not sent (a devbox-config gateway files nothing for such a kg_add, and MemPalace would make both values current) and counted skipped; this palace keeps its own value current. To make one the value on the primary: supersede the current value with it (ending another device's fact is for an admin device), or, if both are meant to be current, kg_add it with a valid_from after the current value's start; to agree with the primary, end it here (kg_invalidate)", len(names), list)
+	return fmt.Sprintf("%d facts current here are closed on the primary and replaced there by another value: %s; not sent (a devbox-config gateway files nothing for such a kg_add, and MemPalace would make both values current) and counted as replaced, not as a mismatch; this palace keeps its own value current, and each join skips it again. To make one the value on the primary: supersede the current value with it (ending another device's fact is for an admin device), or, if both are meant to be current, kg_add it with a valid_from after the current value's start. Ending it here (kg_invalidate) does not make the sides agree: the next join files its period on the primary as closed history beside the primary's own, which no MemPalace tool deletes", len(names), list)
 }

@@ -120,6 +120,10 @@ type Report struct {
 	// admin deleted them on the primary since (its trash holds them, not
 	// restored): not sent, and no failure.
 	DeletedOnPrimary map[string]int `json:"deleted_on_primary"`
+	// ReplacedOnPrimary: facts current here whose triple the primary holds
+	// closed and replaced by another value current there: join's noted
+	// skip (not sent, no mismatch), never counted as already there.
+	ReplacedOnPrimary int `json:"replaced_on_primary"`
 	// LeftToOriginal: diary entries not sent because this outbox is a
 	// copy's and their ops were queued before the copy: the original
 	// machine sends them.

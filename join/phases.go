@@ -88,9 +88,6 @@ type planned struct {
 	had  bool // queued or sent by an earlier run
 	sent bool // settled by an earlier run
 	held bool // not queued: present found it on the primary by its local id
-	// replaced: a fact another value replaced on the primary (replacedOn,
-	// or a gateway's held answer): counted skipped, not sent, verified.
-	replaced bool
 	// unasked is why present could not ask the primary for it, the
 	// primary unreachable or refusing the token (held, not tried): "" when
 	// it asked.
@@ -761,7 +758,7 @@ func (j *joining) settle(ctx context.Context) {
 	j.sentForEarlier()
 	var earlier []planned // diary entries earlier runs sent or found deleted
 	var left []Failure
-	for i, pl := range j.planned {
+	for _, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
 		case pl.unasked != "":
@@ -775,9 +772,7 @@ func (j *joining) settle(ctx context.Context) {
 		case op.State == outbox.Done && failedAs(op) == outbox.AlreadyCurrent:
 			// A gateway held the kg_add (another value replaced it there
 			// since factsOnPrimary looked): filed nothing, so not sent.
-			j.planned[i].replaced = true
-			j.rep.Skipped[Facts]++
-			j.replaced = append(j.replaced, fmt.Sprintf("%s (the gateway held it: the primary's value current from %s)", recordName(pl.rec), cmp.Or(str(resultOf(op), "valid_from_kept"), "(no date)")))
+			j.replacedOnPrimary(pl.rec, "the gateway held it: the primary's value current from "+cmp.Or(str(resultOf(op), "valid_from_kept"), "(no date)"))
 		case op.State == outbox.Done && failedAs(op) == outbox.DeletedOnPrimary:
 			j.rep.DeletedOnPrimary[pl.rec.Kind]++ // never verified: it is not meant to be there
 		case op.State == outbox.Done, op.State == outbox.Dead, op.State == outbox.InDoubt:

@@ -378,13 +378,13 @@ func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord
 // seeded sample of the facts on it by this run's count (sent, or found
 // there): each must be there with its interval. A closed one the primary
 // holds open is named so (MemPalace files no closed copy of a triple
-// while it is open); one another value replaced there (not sent) is
-// named replaced. A fact kept out as closed on the primary is not asked.
+// while it is open). A fact kept out as closed on the primary, or as
+// replaced there by another value (join's noted skip), is not asked.
 func (j *joining) verifyFacts(ctx context.Context) {
 	var ts []verifyTarget
 	for _, p := range j.planned {
 		op, ok := j.final[p.op.ID]
-		if p.rec.Kind != Facts || p.held && !p.replaced || !(p.sent || p.replaced || ok && op.State == outbox.Done && len(op.Error) == 0) {
+		if p.rec.Kind != Facts || p.held || !(p.sent || ok && op.State == outbox.Done && len(op.Error) == 0) {
 			continue
 		}
 		ts = append(ts, verifyTarget{rec: p.rec})
@@ -410,11 +410,6 @@ func (j *joining) verifyFacts(ctx context.Context) {
 		}
 		open, _, same := states(fs, f)
 		if same {
-			continue
-		}
-		if cur, ended, ok := replacedOn(fs, f); ok {
-			j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Facts, LocalID: name, Verdict: "replaced on the primary",
-				Detail: fmt.Sprintf("current here from %s; the primary holds it closed (ended %s) and %q current from %s: not sent, this palace keeps its own value (the note says how to make either side agree)", cmp.Or(f.ValidFrom, "(no date)"), ended, cur.Object, cmp.Or(cur.ValidFrom, "(no date)"))})
 			continue
 		}
 		if c, ok := copyOf(fs, f, true); ok && f.ValidTo == "" && !open { // ended on the primary since an earlier join sent it

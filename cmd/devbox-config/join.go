@@ -241,6 +241,9 @@ func printJoin(w io.Writer, r join.Report, verifyAll bool) {
 		fmt.Fprintf(w, "join to %s\n", r.Target)
 		fmt.Fprintf(w, "sent      %s\n", kinds(r.Sent))
 		fmt.Fprintf(w, "skipped   %s (already on the primary)\n", kinds(r.Skipped))
+		if r.ReplacedOnPrimary > 0 {
+			fmt.Fprintf(w, "replaced  facts %d (another value is current on the primary: not sent, see the note)\n", r.ReplacedOnPrimary)
+		}
 		if n := r.SentQueuedEarlier; n[join.Drawers]+n[join.Diaries]+n[join.Facts] > 0 {
 			fmt.Fprintf(w, "also sent %s (queued by an earlier run, no longer among this run's records)\n", kinds(n))
 		}

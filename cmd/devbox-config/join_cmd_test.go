@@ -413,6 +413,17 @@ func TestJoinPrintsDeletedOnThePrimary(t *testing.T) {
 	}
 }
 
+// attack120 F1: facts another value replaced on the primary are counted
+// on a line of their own, not as already on the primary.
+func TestJoinPrintsReplacedOnThePrimary(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	printJoin(&b, join.Report{Target: "https://palace.example/mcp", ReplacedOnPrimary: 2}, false)
+	if !strings.Contains(b.String(), "replaced  facts 2 (another value is current on the primary: not sent, see the note)") || !strings.Contains(b.String(), "skipped   drawers 0, diaries 0, facts 0 (already on the primary)") {
+		t.Errorf("join's output:\n%s", b.String())
+	}
+}
+
 // A mismatch whose drawer the primary holds under another id (a mined
 // drawer: its id there is its content's) names both, so the operator can
 // look it up on the primary (attack21: only the local id was named).
