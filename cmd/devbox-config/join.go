@@ -26,9 +26,12 @@ import (
 const joinHelp = `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
 MEMPALACE_REMOTE_TOKEN, from the environment or --env-file only), RFC 001 §4.4.
 It reads the palace through the local server the edge starts (mempalace-mcp, or
-MEMPALACE_EDGE_CHILD), never writing its files (it reads two, read-only: the
-knowledge graph, and chroma.sqlite3 to tell a palace without drawers from a
-broken one), and sends each record type with its own
+MEMPALACE_EDGE_CHILD). Join writes none of the palace's files itself (it
+reads two, read-only: the knowledge graph, and chroma.sqlite3 to tell a palace
+without drawers from a broken one); the local MemPalace server may change
+them when it opens them (MemPalace's own migrations, on a palace it has not
+migrated yet), as any start of it would, in a dry run too. It sends each
+record type with its own
 dedupe rule: drawers and open facts by the server's guards, closed facts looked
 up first, diary entries counted: of n equal entries (one wing, one text) the
 primary gets as many as it lacks of n. Wings <palace>/edge/policy.json marks local
@@ -46,7 +49,10 @@ the open one and file nothing. A fact open here that the primary has closed
 since is not re-opened: the primary's close is newer; it counts as skipped, and
 a note says so (so does one closed on both sides with other ends; --verify
 names the two). One the primary holds open from another valid_from is not sent
-(kg_add would file nothing): it is named "open on the primary", exit 1. A knowledge graph in two files (doctor's kg-split: the local
+(kg_add would file nothing): it is named "open on the primary", exit 1. One
+open here whose triple the primary holds closed and replaced by another value
+is not sent and is no mismatch: it counts on the "replaced" line, and a note
+says how to make it the primary's value. A knowledge graph in two files (doctor's kg-split: the local
 server reads one of them) fails the facts with doctor's finding and fix, and
 none of them is sent.
 
@@ -60,7 +66,7 @@ brings it back), and the exit status stays 0. Of equal diary entries, only as
 many as the trash holds count as deleted; the rest are sent.
 
 Exit status: 0 when everything selected is on the primary (or was deleted
-there) and what was verified matched, 1 when anything failed or mismatched (named in the output),
+there, or replaced there by another value) and what was verified matched, 1 when anything failed or mismatched (named in the output),
 2 on usage errors (no URL, no token for a real join, no local server, a palace filled with
 another embedder than the one configured). The local server's own
 log lines are shown with MEMPALACE_EDGE_LOG=debug.`
