@@ -108,7 +108,7 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 			return skipped(r, "the new file's skeleton does not parse (please report): %v", err)
 		}
 	}
-	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noServer: !s.Register()}
+	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noServer: !s.Register(), named: explicit}
 	r = m.plan(opts, r, f)
 	return warnIgnored(opts, r, m, f.doc, s.Mode)
 }

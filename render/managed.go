@@ -78,6 +78,9 @@ type managed struct {
 	// is none (R5); one render wrote is removed (a stdio one could not
 	// start); any other stays exactly as it is.
 	noServer bool
+	// named: --target names the target, so an entry noServer keeps from
+	// being added is a skip the user sees (--strict fails), not unchanged.
+	named bool
 }
 
 // plan applies the decision table to one managed subtree: decide reads
@@ -89,19 +92,21 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		return r
 	}
 	if m.noServer {
-		if f.data == nil {
-			// R5 on a fresh HOME: nothing to register, so no file at all.
+		// R5: no file, or no entry to keep, and none to add: nothing is
+		// written, not even the record (a deletion it remembers stays one).
+		none := f.data == nil
+		if !none {
+			has, err := f.doc.Has(m.pointer...)
+			none = err == nil && !has
+		}
+		switch {
+		case none && m.named:
+			return skipped(r, "%s", refusal(m.file, "no local mempalace entry was written: "+ladder.LocalServer+" is not on PATH nor in ~/.local/bin, so it could not start",
+				"pip install mempalace, or put "+ladder.LocalServer+" on render's PATH; then render again"))
+		case none:
 			r.Action = "unchanged"
 			return r
 		}
-		if has, err := f.doc.Has(m.pointer...); err == nil && !has {
-			// R5: no entry to keep and none to add; nothing is written,
-			// not even the record (a deletion it remembers stays one).
-			r.Action = "unchanged"
-			return r
-		}
-	}
-	if m.noServer {
 		m.desired = nil
 	}
 	d, err := m.decide(opts, f)

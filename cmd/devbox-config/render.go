@@ -51,7 +51,9 @@ Targets:
   Every target but opencode and pi only when the harness's directory exists,
   or --target names it; with no MEMPALACE_* variables, one render never
   wrote an entry in is left alone at every start, unless --target names it
-  (then its local stdio entry is written, and stays when you opt out).
+  (then its local stdio entry is written, and stays when you opt out; it
+  needs mempalace-mcp on PATH or in ~/.local/bin, else the target is
+  skipped with a warning).
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
 was skipped or a user's value kept; 2 on usage errors and a HOME (or --home)

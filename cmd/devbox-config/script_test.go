@@ -217,6 +217,8 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"render", "--home", home}, 0},
 		{[]string{"render", "--home", home, "--strict"}, 0},
+		// named, but mempalace-mcp nowhere: no entry, a skip (attack121 F1)
+		{[]string{"render", "--home", home, "--target", "claude-code", "--strict"}, 1},
 		{[]string{"render", "--target", "nope"}, 2},
 		{[]string{"render", "--bogus"}, 2},
 		{[]string{"render", "positional"}, 2},
@@ -227,6 +229,10 @@ func TestExitCodes(t *testing.T) {
 		if got := run(c.args, &out, &errb); got != c.want {
 			t.Errorf("%v: exit %d, want %d\n%s", c.args, got, c.want, errb.String())
 		}
+	}
+	errb.Reset()
+	if run([]string{"render", "--home", home, "--target", "claude-code"}, &out, &errb); !strings.Contains(errb.String(), "mempalace-mcp is not on PATH") || !strings.Contains(errb.String(), "target=claude-code") {
+		t.Errorf("render --target claude-code without mempalace-mcp says nothing of claude-code:\n%s", errb.String())
 	}
 	os.MkdirAll(filepath.Join(home, ".config", "opencode"), 0o755)
 	os.WriteFile(filepath.Join(home, ".config", "opencode", "opencode.jsonc"), []byte("{ broken"), 0o644)
