@@ -74,7 +74,11 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 		// Once render has managed one (an opt-in, then back to solitary),
 		// the entry follows the environment back (R6). Nothing is written,
 		// so nothing in its way is warned of (attack88 F7).
-		r.File, r.Action = loc.Path(env), ActionNotOptedIn
+		// The file named is the one choose would edit (Amp's
+		// settings.jsonc without a settings.json: attack121 F2).
+		dir := loc.DirPath(env)
+		name := first(loc.Write, func(n string) bool { return fileExists(opts.Sys, filepath.Join(dir, n)) })
+		r.File, r.Action = filepath.Join(dir, name), ActionNotOptedIn
 		if !present {
 			r.Action = ActionNotPresent
 		}
@@ -228,7 +232,7 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 	name = rec.Location.Write[0]
 	switch {
 	case rec.Location.FirstOnly:
-		name = first(rec.Location.Write, files)
+		name = first(rec.Location.Write, loadedIn(files))
 		for _, other := range rec.Location.Write {
 			if other != name && files[other].data != nil {
 				warnings = append(warnings, fmt.Sprintf(
@@ -244,7 +248,7 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 				filepath.Join(dir, other), strings.Join(rec.Pointer(), "."), rec.Title, name))
 		}
 	default:
-		name = first(rec.Location.Write, files)
+		name = first(rec.Location.Write, loadedIn(files))
 	}
 	if _, ok := files[name]; !ok { // a Write name the harness does not read
 		if files[name], err = load(opts.Sys, rec, filepath.Join(dir, name)); err != nil {
@@ -254,14 +258,21 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 	return name, files[name], warnings, nil
 }
 
-// first is the first of names that exists, else names[0].
-func first(names []string, files map[string]loaded) string {
+// first is the first of names that exists, else names[0]: the file
+// choose edits where none holds the entry, and the one a not-opted-in
+// target names.
+func first(names []string, exists func(name string) bool) string {
 	for _, n := range names {
-		if files[n].data != nil {
+		if exists(n) {
 			return n
 		}
 	}
 	return names[0]
+}
+
+// loadedIn is whether a file choose loaded exists.
+func loadedIn(files map[string]loaded) func(string) bool {
+	return func(n string) bool { return files[n].data != nil }
 }
 
 // priorRecord is this target's record beside its config, and whether
