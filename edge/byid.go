@@ -172,8 +172,8 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	if unanswered == len(asked) {
 		mark["source"] = "local"
 	}
-	if why != "" {
-		mark["primary"], mark["not_answered"] = why, unanswered
+	if why != "" { // an untaken drawer not answered keeps its local text: not counted
+		mark["primary"], mark["not_answered"] = why, notAnsweredOf(got, sl.missing)
 	}
 	if local := e.untakenSlots(slots, ids, sl.untakenAt, got); len(local) > 0 {
 		mark["local"] = untakenHere(local...)
@@ -364,6 +364,16 @@ func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (got m
 		unanswered, why = unanswered+n, w
 	}
 	return got, unanswered, why
+}
+
+// notAnsweredOf is how many of ids got answers "not answered".
+func notAnsweredOf(got map[string]json.RawMessage, ids []string) (n int) {
+	for _, id := range ids {
+		if strings.HasPrefix(gjson.GetBytes(got[id], "error").String(), notAnsweredPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // allNotAnswered marks each of ids not answered (why) in got.

@@ -342,6 +342,36 @@ func TestAnUntakenDropIsMarkedUntilThePrimaryAnswers(t *testing.T) {
 	})
 }
 
+// edge.not_answered counts only the ids answered "not answered": with
+// the primary down, a get_drawers of a dropped edit's drawer (answered
+// from the local palace, marked) and a plain local one says 0, and with
+// an id neither palace holds beside them, 1 (attack120 F3). Before, the
+// dropped edit's drawer counted too, though its slot held its text.
+func TestAnUntakenDropAnsweredLocallyIsNotCountedNotAnswered(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	plain, _ := edgeCall(t, st.laptop, "add_drawer", map[string]any{"wing": "shared", "room": "c63", "content": "a plain local drawer"})["drawer_id"].(string)
+	st.stopLaptop(t)
+	st.sw.down()
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := st.loggedEdge(t)
+	for _, c := range []struct {
+		ids  []any
+		want float64
+	}{
+		{[]any{st.id, plain}, 0},
+		{[]any{st.id, "drawer_shared_c63_nowhere0000000000", plain}, 1},
+	} {
+		res := edgeCall(t, next, "get_drawers", map[string]any{"drawer_ids": c.ids})
+		mark, _ := res["edge"].(map[string]any)
+		if mark["not_answered"] != c.want || res["degraded"] != true || recordOf(res, st.id)["content"] != "drawer ten: LAPTOP version" {
+			t.Errorf("get_drawers %v, primary down: not_answered %v (want %v, the ids answered \"not answered\"): %v", c.ids, mark["not_answered"], c.want, res)
+		}
+	}
+}
+
 // The same with the primary slower than the call timeout at the next
 // edge's start: once calls stop waiting for the take (logged, saying
 // reads of the drawer are marked until it is taken), a read answers
