@@ -188,7 +188,8 @@ func (s *Server) serveStream(x *exchange) {
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)() // EndStreams ends it
 	h := &streamHold{device: d.ID, token: raw, scope: d.header, end: cancel, opened: s.Now()}
-	if !s.holdStream(x, d, h) {
+	over, ok := s.holdStream(x, d, h)
+	if !ok {
 		return
 	}
 	defer func() { // recheckStreams ends it on a revocation or a change of scope
@@ -200,7 +201,12 @@ func (s *Server) serveStream(x *exchange) {
 	}()
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)
-	s.serveGET(x, rebuildQuery(q), true)
+	x.answered = true // as serveGET, the old streams over ended only once the primary answers (settleStream)
+	s.forwardGET(x.w, x.r, rebuildQuery(q), true, func(status int) {
+		x.entry.UpstreamStatus = status
+		s.settleStream(x, d, h, over, status)
+		s.finish(x, VerdictAllow, "", status)
+	})
 }
 
 // agentList is d's agents as a refusal names them (%+q: a look-alike

@@ -146,6 +146,7 @@ type streamHold struct {
 	opened   time.Time
 	freed    time.Time // once ended: when the primary has surely freed its slot
 	replaced bool      // ended for its device's new stream, which took its place (openStreams.mu)
+	returned bool      // its relay has returned (done; openStreams.mu)
 }
 
 // streamReplaceAge is how long a relay has been open before a stream past
@@ -187,8 +188,8 @@ type shareFull struct {
 
 // add holds h if its device's open and lingering relays leave it room
 // in share, letting go of its oldest open ones that leave it none (the
-// caller ends them; each hands its place in the share to h, review34
-// R3); unless one of those opened less than streamReplaceAge before h,
+// caller ends them once the primary accepts h, or restores them; each
+// hands its place in the share to h, review34 R3); unless one of those opened less than streamReplaceAge before h,
 // or too few are open: then h is not held (ok false).
 func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, full shareFull, ok bool) {
 	o.mu.Lock()
@@ -248,6 +249,23 @@ func untilAdmitted(mine, gone []*streamHold, share int, now time.Time) time.Dura
 	return streamReplaceAge // not reached: a share is at least 1
 }
 
+// restore undoes add's letting go of over for h, which the primary
+// refused: h is let go, and each of over, never ended, is held again;
+// one whose relay returned meanwhile counts as done would have counted it.
+func (o *openStreams) restore(h *streamHold, over []*streamHold) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return x == h })
+	for _, x := range over {
+		x.replaced = false
+		if !x.returned {
+			x.freed = time.Time{}
+			o.gone = slices.DeleteFunc(o.gone, func(y *streamHold) bool { return y == x })
+			o.holds = append(o.holds, x)
+		}
+	}
+}
+
 // remove lets h go (once ended, or again: a no-op).
 func (o *openStreams) remove(h *streamHold) {
 	o.mu.Lock()
@@ -268,6 +286,7 @@ func (o *openStreams) done(h *streamHold, freed time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return x == h })
+	h.returned = true
 	if !freed.IsZero() && !h.replaced {
 		h.freed = freed
 		o.gone = append(o.gone, h)
@@ -292,14 +311,14 @@ func (o *openStreams) all() []*streamHold {
 
 // holdStream counts d's relay h against the device's share, with the
 // relays it ended less than upstreamSlotLinger ago; over it, the
-// device's oldest open relay is ended (logged, and the new stream's audit
-// line has rule stream:share), so a reconnect gets its stream, though the
-// connections it left behind (a laptop that slept) still look open to
-// the gateway; but not one opened within streamReplaceAge, nor one the
-// device's ended streams crowd out: then h is refused 429 with a
-// Retry-After, the time until a stream would get through (false). After
-// true, s.open.done(h, ...) must follow.
-func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
+// device's oldest open relays it lets go for h (over: settleStream ends
+// them), so a reconnect gets its stream, though the connections it left
+// behind (a laptop that slept) still look open to the gateway; but not
+// one opened within streamReplaceAge, nor one the device's ended streams
+// crowd out: then h is refused 429 with a Retry-After, the time until a
+// stream would get through (false). After true, settleStream and
+// s.open.done(h, ...) must follow.
+func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) (over []*streamHold, ok bool) {
 	share := streamShare(d)
 	over, full, ok := s.open.add(h, share)
 	if !ok {
@@ -311,14 +330,32 @@ func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 			held = fmt.Sprintf("counting the %d streams it ended in the last %s, whose slots the primary frees only then, and any opened less than %s ago is not ended for a new one", full.ended, upstreamSlotLinger, streamReplaceAge)
 		}
 		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream (%d: max_streams, by default one per agent and at least 2), %s: retry in %d s, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, held, secs), VerdictLimited, ruleStreamShare)
-		return false
+		return nil, false
 	}
+	return over, true
+}
+
+// settleStream ends over, the relays holdStream let go for d's new
+// stream h, once the primary has answered h (status): accepted, or
+// refused 503 while no ended stream's slot lingers there, as ending
+// them is then what frees one (a laptop back from sleep, its old streams
+// dead). Otherwise they were never ended and are held again: a reconnect
+// the primary refuses costs the device none of its open streams, and the
+// 503's Retry-After is when a lingering slot frees (attack120 F4).
+func (s *Server) settleStream(x *exchange, d *Device, h *streamHold, over []*streamHold, status int) {
+	if len(over) == 0 {
+		return
+	}
+	freeing := slices.ContainsFunc(s.open.lingering(s.Now()), func(g *streamHold) bool { return !slices.Contains(over, g) })
+	if status != http.StatusOK && (status != http.StatusServiceUnavailable || freeing) {
+		s.open.restore(h, over)
+		return
+	}
+	x.entry.Rule = ruleStreamShare
 	for _, old := range over {
 		old.end()
-		x.entry.Rule = ruleStreamShare
-		s.Log.Info("logstream: the device's oldest open stream ended for its new one, past its share (max_streams)", "device", d.ID, "share", share)
+		s.Log.Info("logstream: the device's oldest open stream ended for its new one, past its share (max_streams)", "device", d.ID, "share", streamShare(d))
 	}
-	return true
 }
 
 // primaryFull is what a device's 503 from the primary for a stream says

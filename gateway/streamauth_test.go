@@ -434,6 +434,57 @@ func (g *gw) refusedStream(t *testing.T, token, path string) (int, string, strin
 	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
 }
 
+// attack120 F4: a reconnect the primary refuses (503) while a stream
+// the gateway ended still holds its slot there ends none of the device's
+// open streams: its old one still delivers events, and the 503's
+// Retry-After is when that slot frees. Once the primary accepts the new
+// one, the old one ends. Before, the old stream was ended as the new one
+// was asked for, so the device had no stream until its retry.
+func TestStreamRefusedByThePrimaryKeepsTheOldOne(t *testing.T) {
+	t.Parallel()
+	sse := startSSE(t)
+	var full atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !full.Load() {
+			sse.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error": "too many SSE clients"}`)
+	}))
+	t.Cleanup(up.Close)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	laptop := g.tokens["laptop-7f3a"]
+	const path = "/logstream/stream?to_agent=opencode@laptop"
+	var old []*clientStream
+	for range 2 {
+		s, code, body := g.openStream(t, laptop, path)
+		if s == nil {
+			t.Fatalf("laptop's stream: %d %s", code, body)
+		}
+		old = append(old, s)
+	}
+	g.advance(streamReplaceAge)
+	if s, code, body := g.openStream(t, laptop, path); s == nil { // accepted: old[0] ends, its slot lingering
+		t.Fatalf("laptop's first reconnect: %d %s", code, body)
+	}
+	old[0].ended(t, time.Now(), 5*time.Second)
+	g.advance(4 * time.Second)
+	full.Store(true)
+	if code, retry, body := g.refusedStream(t, laptop, path); code != http.StatusServiceUnavailable || retry != "16" {
+		t.Fatalf("laptop's second reconnect, the primary full: %d, Retry-After %q (want 503, 16: when the first ended stream's slot frees), %s", code, retry, body)
+	}
+	sse.send("after the refused reconnect")
+	old[1].await(t, "after the refused reconnect")
+	full.Store(false)
+	g.advance(16 * time.Second)
+	if s, code, body := g.openStream(t, laptop, path); s == nil {
+		t.Fatalf("laptop's reconnect retried: %d %s", code, body)
+	}
+	old[1].ended(t, time.Now(), 5*time.Second)
+}
+
 // review34 R2: a 429's Retry-After is the time until the device's next
 // stream gets through, here when its ended streams' slots free (20 s).
 // Before, it was counted from the device's oldest open stream: past
