@@ -275,9 +275,11 @@ func (o *openStreams) remove(h *streamHold) {
 
 // done lets h go once its relay has returned, counting it against its
 // device's share until freed when the primary gave it a slot (freed not
-// zero), unless add ended it for its device's new stream, which counts
-// in its place (a laptop back from sleep gets all its streams back at
-// once; add keeps it until freed, for primaryFull). Its slot at the primary is free within upstreamSlotLinger, and
+// zero), unless add reserved it for its device's new stream and
+// settleStream ended it once the primary took that one, which counts in
+// its place (a laptop back from sleep gets all its streams back at once;
+// add keeps it until freed, for primaryFull). Its slot at the primary is
+// free within upstreamSlotLinger, and
 // the relays so ended in any upstreamSlotLinger were all open at its
 // start, each being streamReplaceAge old, longer: at most the share. So
 // a device holds at most twice its share of the primary's slots, and
