@@ -769,10 +769,16 @@ func (j *joining) settle(ctx context.Context) {
 			earlier = append(earlier, pl)
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)
-		case op.State == outbox.Done && failedAs(op) == outbox.AlreadyCurrent:
+		case op.State == outbox.Done && failedAs(op) == outbox.AlreadyCurrent && str(resultOf(op), "already_closed") != "":
 			// A gateway held the kg_add (another value replaced it there
 			// since factsOnPrimary looked): filed nothing, so not sent.
 			j.replacedOnPrimary(pl.rec, "the gateway held it: the primary's value current from "+cmp.Or(str(resultOf(op), "valid_from_kept"), "(no date)"))
+		case op.State == outbox.Done && failedAs(op) == outbox.AlreadyCurrent:
+			// A gateway held the kg_add as the triple is current there
+			// already (from another valid_from, or another device's; its
+			// look-up unanswered): on the primary, so skipped, not sent
+			// (review36 R2: it read as replaced by another value).
+			j.rep.Skipped[Facts]++
 		case op.State == outbox.Done && failedAs(op) == outbox.DeletedOnPrimary:
 			j.rep.DeletedOnPrimary[pl.rec.Kind]++ // never verified: it is not meant to be there
 		case op.State == outbox.Done, op.State == outbox.Dead, op.State == outbox.InDoubt:
