@@ -149,16 +149,12 @@ func TestConcurrentDuplicatesOneUpstreamCall(t *testing.T) {
 	<-entered
 	var wg sync.WaitGroup
 	errs := make([]error, 100)
-	start := time.Now()
 	for i := range errs {
 		wg.Go(func() {
 			_, _, errs[i] = l.Do(context.Background(), call("laptop", op, fmt.Sprint(i+1)), u.forward(fmt.Sprint(i+1)))
 		})
 	}
-	wg.Wait()
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("100 duplicates in flight took %s to be answered", d)
-	}
+	wg.Wait() // all answered while the first is held: none waits for it
 	for i, err := range errs {
 		if !errors.Is(err, ErrInFlight) {
 			t.Fatalf("duplicate %d while the first is in flight: %v, want ErrInFlight", i, err)
