@@ -503,8 +503,12 @@ func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
 func TestEmbedderCanary(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{embedder: "embeddinggemma"})
+	// Its first answer lost: the primary holds the drawer for a while
+	// before the edge knows it landed, as a busy machine may make it (the
+	// edge's hit stands for one not known landed, so no pair to compare).
+	h.srv.DropAfterApplyTool("mempalace_add_drawer", 1)
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the same drawer on both sides"})
-	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("the same drawer on both sides") == 1 })
+	h.drained()
 	h.call("add_drawer", map[string]any{"wing": "private", "room": "r", "content": "drawer on both sides too"})
 	r, _ := h.call("search", map[string]any{"query": "drawer both sides"})
 	if r["embedder_mismatch"] != true {
