@@ -225,16 +225,9 @@ func parseVerify(v string) (int, error) {
 	return n, nil
 }
 
-// printJoin prints the report; verifyAll: every record was verified, no
-// sample (whose seed would reproduce it).
-func printJoin(w io.Writer, r join.Report, verifyAll bool) {
-	kinds := func(m map[string]int) string {
-		parts := make([]string, 0, len(join.Kinds))
-		for _, k := range join.Kinds {
-			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-		}
-		return strings.Join(parts, ", ")
-	}
+// printCounts prints the report's counts: a dry run's table, else what
+// was sent, skipped, replaced and deleted (printJoin).
+func printCounts(w io.Writer, r join.Report) {
 	if r.DryRun {
 		fmt.Fprintf(w, "join to %s: dry run, nothing is sent\n", r.Target)
 		fmt.Fprintf(w, "%-16s %8s %10s\n", "record type", "local", "to send")
@@ -245,18 +238,33 @@ func printJoin(w io.Writer, r join.Report, verifyAll bool) {
 		fmt.Fprintf(w, "%-16s %8d\n", "  facts closed", r.Manifest["facts_closed"])
 	} else {
 		fmt.Fprintf(w, "join to %s\n", r.Target)
-		fmt.Fprintf(w, "sent      %s\n", kinds(r.Sent))
-		fmt.Fprintf(w, "skipped   %s (already on the primary)\n", kinds(r.Skipped))
+		fmt.Fprintf(w, "sent      %s\n", kindCounts(r.Sent))
+		fmt.Fprintf(w, "skipped   %s (already on the primary)\n", kindCounts(r.Skipped))
 		if r.ReplacedOnPrimary > 0 {
 			fmt.Fprintf(w, "replaced  facts %d (another value is current on the primary: not sent, see the note)\n", r.ReplacedOnPrimary)
 		}
 		if n := r.SentQueuedEarlier; n[join.Drawers]+n[join.Diaries]+n[join.Facts] > 0 {
-			fmt.Fprintf(w, "also sent %s (queued by an earlier run, no longer among this run's records)\n", kinds(n))
+			fmt.Fprintf(w, "also sent %s (queued by an earlier run, no longer among this run's records)\n", kindCounts(n))
 		}
 		if n := r.DeletedOnPrimary; n[join.Drawers]+n[join.Diaries] > 0 {
-			fmt.Fprintf(w, "deleted   %s (deleted on the primary since, kept in the gateway's trash: not re-sent; its operator brings one back with `devbox-config gateway trash restore N`)\n", kinds(n))
+			fmt.Fprintf(w, "deleted   %s (deleted on the primary since, kept in the gateway's trash: not re-sent; its operator brings one back with `devbox-config gateway trash restore N`)\n", kindCounts(n))
 		}
 	}
+}
+
+// kindCounts is m's count of each record kind, in join.Kinds' order.
+func kindCounts(m map[string]int) string {
+	parts := make([]string, 0, len(join.Kinds))
+	for _, k := range join.Kinds {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printJoin prints the report; verifyAll: every record was verified, no
+// sample (whose seed would reproduce it).
+func printJoin(w io.Writer, r join.Report, verifyAll bool) {
+	printCounts(w, r)
 	if len(r.Excluded.Wings) > 0 {
 		fmt.Fprintf(w, "excluded  %s (local in policy.json)\n", strings.Join(r.Excluded.Wings, ", "))
 	}
