@@ -442,19 +442,7 @@ func (g *gw) refusedStream(t *testing.T, token, path string) (int, string, strin
 // was asked for, so the device had no stream until its retry.
 func TestStreamRefusedByThePrimaryKeepsTheOldOne(t *testing.T) {
 	t.Parallel()
-	sse := startSSE(t)
-	var full atomic.Bool
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !full.Load() {
-			sse.Config.Handler.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Retry-After", "5")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, `{"error": "too many SSE clients"}`)
-	}))
-	t.Cleanup(up.Close)
-	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	g, sse, full := gatewayBeforeAFullPrimary(t)
 	laptop := g.tokens["laptop-7f3a"]
 	const path = "/logstream/stream?to_agent=opencode@laptop"
 	var old []*clientStream
@@ -590,19 +578,7 @@ func TestStreamRefusalKeepsTheReason(t *testing.T) {
 // fix the plain sum of the shares, which fit already.
 func TestStreamPrimaryFullAfterAReconnect(t *testing.T) {
 	t.Parallel()
-	sse := startSSE(t)
-	var full atomic.Bool
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !full.Load() {
-			sse.Config.Handler.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Retry-After", "5")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, `{"error": "too many SSE clients"}`)
-	}))
-	t.Cleanup(up.Close)
-	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	g, _, full := gatewayBeforeAFullPrimary(t)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	const path = "/logstream/stream?to_agent=opencode@laptop"
 	var asleep []*clientStream
@@ -632,4 +608,24 @@ func TestStreamPrimaryFullAfterAReconnect(t *testing.T) {
 	if _, retry, body := g.refusedStream(t, laptop, path); retry != "5" || !strings.Contains(body, "at least the sum of the devices' shares") || strings.Contains(body, "ended less than") {
 		t.Errorf("the slot freed, the primary full: Retry-After %q (want the primary's 5, the plain sum), %s", retry, body)
 	}
+}
+
+// gatewayBeforeAFullPrimary is a gateway before an SSE primary that,
+// once full is set, answers every request 503 with Retry-After 5, as
+// MemPalace's serve does with its stream slots taken.
+func gatewayBeforeAFullPrimary(t *testing.T) (*gw, *sseUpstream, *atomic.Bool) {
+	t.Helper()
+	sse := startSSE(t)
+	full := &atomic.Bool{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !full.Load() {
+			sse.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error": "too many SSE clients"}`)
+	}))
+	t.Cleanup(up.Close)
+	return newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"}), sse, full
 }
