@@ -99,7 +99,7 @@ func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult
 	var empty bool
 	switch {
 	case busy != nil:
-	case !e.lacksLocally(res) && e.isUntaken(id):
+	case !e.lacksLocally(res) && e.isUntaken(id, gjson.Get(resultText(res), "content").String()):
 		return e.untakenRead(ctx, c, res, id)
 	case !e.lacksLocally(res):
 		return e.marks().tookOnly().result(res, c.tool.Records, origin.PalaceLocal)
@@ -199,11 +199,11 @@ func (e *Edge) sortSlots(ctx context.Context, ids []string, slots []json.RawMess
 	dead, mk := e.tombstones(ctx).drawers, e.marks().tookOnly()
 	for i, id := range ids {
 		if slots[i] != nil && !gjson.GetBytes(slots[i], "error").Exists() {
+			if e.isUntaken(id, gjson.GetBytes(slots[i], "content").String()) {
+				sl.untaken, sl.untakenAt = append(sl.untaken, id), append(sl.untakenAt, i)
+			}
 			if marked := mk.text(string(slots[i]), catalogue.RecordDrawer, origin.PalaceLocal); marked != string(slots[i]) {
 				slots[i], sl.changed = json.RawMessage(marked), true
-			}
-			if e.isUntaken(id) {
-				sl.untaken, sl.untakenAt = append(sl.untaken, id), append(sl.untakenAt, i)
 			}
 			continue
 		}
@@ -224,12 +224,15 @@ func (e *Edge) sortSlots(ctx context.Context, ids []string, slots []json.RawMess
 // untakenAt, whose dropped edit waits for its take, in its slot where it
 // holds the drawer (and has the take tried again): the ids of those left
 // with the local text, as the primary answered an error for them (none:
-// it does not have them, and the take leaves the local text too).
+// it does not have them, or holds an untrusted writer's text, keepsOwn,
+// and the take leaves the local text too).
 func (e *Edge) untakenSlots(slots []json.RawMessage, ids []string, untakenAt []int, got map[string]json.RawMessage) (local []string) {
 	answered := false
 	for _, i := range untakenAt {
 		s, ok := got[ids[i]]
 		switch {
+		case ok && keepsOwn(string(s)):
+			answered = true // the pass keeps the local text, and the note goes
 		case ok && !gjson.GetBytes(s, "error").Exists():
 			slots[i], answered = s, true
 		case ok:

@@ -63,10 +63,11 @@ type Edge struct {
 	// edit of one takes it out at once (ownAgain).
 	took atomic.Pointer[map[string]origin.Origin]
 	// untaken is each drawer whose dropped edit's note (outbox.Theirs)
-	// waits for its take, as takeTheirs last read the notes (nil: not
-	// read yet): its reads ask the primary first, and a local answer of
-	// it is marked (untakenRead).
-	untaken atomic.Pointer[map[string]bool]
+	// waits for its take, to the base of that edit's text, as takeTheirs
+	// last read the notes (nil: not read yet): while the local text is
+	// still that edit's (isUntaken), its reads ask the primary first, and
+	// a local answer of it is marked (untakenRead).
+	untaken atomic.Pointer[map[string]string]
 	// resending: kept deletes are read and sent to the local palace
 	// again (Lock) never while a write is there (RLock), whose answer's
 	// lift may take them back (localdelete.go)

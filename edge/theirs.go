@@ -53,20 +53,20 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 	if err != nil && ctx.Err() == nil {
 		e.log.Error("the drawers whose dropped edit keeps the primary's text are not read: this device's palace keeps its own text of them for now", "err", err)
 	}
-	untaken := map[string]bool{}
+	untaken := map[string]string{}
 	for _, t := range notes {
-		untaken[t.Drawer] = true
+		untaken[t.Drawer] = t.Base
 	}
 	if err == nil {
 		e.untaken.Store(&untaken) // until this pass ends: its reads ask the primary first
 	}
-	left := map[string]bool{} // the drawers still untaken after this pass
+	left := map[string]string{} // the drawers still untaken after this pass
 	for _, t := range notes {
 		if ctx.Err() != nil {
 			return
 		}
 		if held[t.Op] {
-			left[t.Drawer] = true
+			left[t.Drawer] = t.Base
 			continue
 		}
 		out, by := e.takeTheirsOf(ctx, t)
@@ -79,10 +79,10 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 			err = e.outbox.KeptOwn(ctx, t, keptOwnUntrusted)
 		case theirsWhenUp:
 			held[t.Op] = true
-			left[t.Drawer] = true
+			left[t.Drawer] = t.Base
 			continue
 		case theirsLater:
-			left[t.Drawer] = true
+			left[t.Drawer] = t.Base
 			continue
 		}
 		if err != nil {
@@ -159,10 +159,26 @@ func without[V any](p *atomic.Pointer[map[string]V], id string) {
 	p.CompareAndSwap(m, &c) // lost to a concurrent read of the outbox: that read has it out already, or the next one will
 }
 
-// isUntaken reports whether drawer id's dropped edit waits for its take.
-func (e *Edge) isUntaken(id string) bool {
+// isUntaken reports whether drawer id's dropped edit waits for its take
+// and local, the local palace's text of it, is still that edit's (as
+// takeTheirsOf checks): a later edit of this device's is its own, which
+// the take leaves as it is.
+func (e *Edge) isUntaken(id, local string) bool {
 	u := e.untaken.Load()
-	return u != nil && (*u)[id]
+	if u == nil {
+		return false
+	}
+	base, ok := (*u)[id]
+	return ok && origin.Base(local) == base
+}
+
+// keepsOwn reports whether the primary's answer of one drawer (answer: a
+// get_drawer's, or a get_drawers slot) is an untrusted writer's text: a
+// gateway withheld it, or its origin says trusted false. The local palace
+// keeps its own text of such a drawer (theirsUntrusted).
+func keepsOwn(answer string) bool {
+	f := gjson.GetMany(answer, "error", origin.Key+".trusted")
+	return strings.HasPrefix(f[0].String(), "withheld") || f[1].Type == gjson.False
 }
 
 // untakenHere is what a read's edge.local says of the local text of
@@ -174,8 +190,9 @@ func untakenHere(ids ...string) string {
 // untakenRead answers a get_drawer the local palace answered (res) of a
 // drawer whose dropped edit waits for its take: the primary's text when
 // it answers (and the take is tried again), else res marked (untakenHere,
-// degraded). A drawer the primary does not have, or hides from this
-// device, keeps the local text (the take leaves it too), unmarked.
+// degraded). A drawer the primary does not have, hides from this device,
+// or holds an untrusted writer's text of (keepsOwn), keeps the local text
+// (the take leaves it too), unmarked.
 func (e *Edge) untakenRead(ctx context.Context, c *call, res *mcp.CallToolResult, id string) *mcp.CallToolResult {
 	local := e.marks().tookOnly().result(res, c.tool.Records, origin.PalaceLocal)
 	why := e.remote.State()
@@ -184,6 +201,9 @@ func (e *Edge) untakenRead(ctx context.Context, c *call, res *mcp.CallToolResult
 		t, ok := usable(pres, perr)
 		_, denied := refused(perr)
 		switch {
+		case keepsOwn(t):
+			e.primaryAnswered() // the pass keeps the local text, and the note goes
+			return local
 		case ok:
 			e.primaryAnswered()
 			return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), map[string]any{"source": "primary"}, false)
@@ -246,14 +266,13 @@ func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, *ori
 	res, err := e.callPrimary(ctx, getDrawer(t.Drawer), true)
 	m := resultJSON(res)
 	msg, _ := m["error"].(string)
-	who, _ := m["origin"].(map[string]any)
 	theirs, ok := m["content"].(string)
 	switch {
 	case notFound(msg) || notVisible(err):
 		e.log.Info("a dropped edit's drawer is gone from the primary, or not visible to this device there: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op)
 		return "", nil, theirsSettled
-	case strings.HasPrefix(msg, "withheld") || who["trusted"] == false:
-		e.log.Warn("a dropped edit's drawer holds an untrusted writer's text on the primary: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op, "writer", who["device"])
+	case keepsOwn(resultText(res)):
+		e.log.Warn("a dropped edit's drawer holds an untrusted writer's text on the primary: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op, "writer", gjson.Get(resultText(res), origin.Key+".device").String())
 		return "", nil, theirsUntrusted
 	case err != nil || res == nil || res.IsError || !ok || msg != "":
 		e.log.Warn("a dropped edit's drawer not read on the primary: this device's palace takes its text once the primary comes back; until then its reads ask the primary first, and a local answer of it is marked (edge.local)", "drawer", t.Drawer, "err", err, "answer", m)
