@@ -266,29 +266,37 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 }
 
 // The next edge's take of a drop made while no edge ran comes before it
-// answers its first tool call: a session of one get_drawer reads desk's
-// text, not the dropped one, and the take is done when it ends (attack68
-// F1). Before, the first reads could show the dropped text (an edit made
-// from them carried desk's base once the take ran, and landed over it),
-// and a short session ended before the take; and later a get_drawer the
-// fast lane relayed to the local palace, once the tools were ready, skipped
-// the wait for the take (a CI failure).
+// answers its first tool call: a session of one get_drawer, of another
+// drawer too, ends with the take done, and a read of the drawer shows
+// desk's text, not the dropped one (attack68 F1). Before, the first
+// reads could show the dropped text (an edit made from them carried
+// desk's base once the take ran, and landed over it), and a short
+// session ended before the take; and later a get_drawer the fast lane
+// relayed to the local palace, once the tools were ready, skipped the
+// wait for the take (a CI failure). The calls come once the edge
+// answers tools/list, that is once its tools are ready (waitTools), so
+// the fast lane takes them (review36 R4: a sleep stood for that).
 func TestADropIsTakenBeforeTheNextEdgesFirstAnswer(t *testing.T) {
 	t.Parallel()
 	st := aStaleEdit(t, devices)
+	other, _ := edgeCall(t, st.laptop, "add_drawer", map[string]any{"wing": "shared", "room": "c63", "content": "drawer eleven: no drop"})["drawer_id"].(string)
 	st.stopLaptop(t)
 	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
-	st.sw.slowReads.Store(int64(700 * time.Millisecond)) // the first take's read of the primary ends after the tools are ready
+	st.sw.slowReads.Store(int64(2 * time.Second)) // the first take's read of the primary ends after the tools are ready (within edgeAt's 3 s call timeout)
 	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
-	time.Sleep(300 * time.Millisecond) // the call comes once the tools are ready, and the edge's fast lane takes it
-	res := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})
-	if res["content"] != "drawer ten: DESK version" {
-		t.Errorf("the next edge's first read: %v (want desk's text)", res)
+	if _, err := next.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if res := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": other}); res["content"] != "drawer eleven: no drop" {
+		t.Errorf("the next edge's first read, of another drawer: %v", res)
 	}
 	if notes, err := st.ob.Theirs(context.Background()); err != nil || len(notes) != 0 {
 		t.Errorf("the drop's note after the first answer: %v %v (want taken)", notes, err)
+	}
+	if res := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id}); res["content"] != "drawer ten: DESK version" {
+		t.Errorf("the next edge's read of the drop's drawer: %v (want desk's text)", res)
 	}
 }
 
