@@ -375,8 +375,8 @@ func (s *Server) primaryFull(theirs string) (text, retry string) {
 	if len(gone) == 0 {
 		return ": the primary serves no more streams now, its clients together (devices through this gateway, and any of its own) holding all of its MEMPALACE_SSE_MAX_CLIENTS (8 by default): retry later; if it lasts, the operator raises that cap to at least the sum of the devices' shares (max_streams)", theirs
 	}
-	secs := int((max(gone[0].freed.Sub(now), time.Second) + time.Second - 1) / time.Second)
-	if n, err := strconv.Atoi(theirs); err == nil && n > secs {
+	secs := roundUpSecs(max(gone[0].freed.Sub(now), time.Second))
+	if n, ok := retryAfterSecs(theirs, now); ok && n > secs {
 		secs = n
 	}
 	var devices []string
@@ -392,6 +392,25 @@ func (s *Server) primaryFull(theirs string) (text, retry string) {
 	}
 	return fmt.Sprintf(": the primary serves no more streams now, its clients together holding all of its MEMPALACE_SSE_MAX_CLIENTS (8 by default), counting the streams the gateway ended less than %s ago, whose slots it frees only then (%s); a device's reconnect from sleep ends its old streams for its new ones, so for those %s it holds twice its share: retry in %d s, when the first is freed; if it recurs, the operator raises that cap to the sum of the devices' shares with a reconnecting device's share counted twice (max_streams), or changes nothing: it clears within the wait",
 		upstreamSlotLinger, strings.Join(devices, ", "), upstreamSlotLinger, secs), strconv.Itoa(secs)
+}
+
+// retryAfterSecs is the wait a Retry-After value asks from now, in
+// whole seconds rounded up: its delay-seconds or its HTTP-date (RFC 9110
+// allows both); false when it is neither (absent, or malformed).
+func retryAfterSecs(v string, now time.Time) (int, bool) {
+	if n, err := strconv.Atoi(v); err == nil {
+		return n, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return roundUpSecs(at.Sub(now)), true
+}
+
+// roundUpSecs is d in whole seconds, rounded up (0 for d <= 0).
+func roundUpSecs(d time.Duration) int {
+	return int((max(d, 0) + time.Second - 1) / time.Second)
 }
 
 // recheckStreams ends each open relay whose token no longer
