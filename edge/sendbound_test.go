@@ -34,7 +34,12 @@ func TestAWriteCutWhileStillBeingWrittenLeavesThePrimaryUp(t *testing.T) {
 	link, limit := stallLink(t, srv.URL())
 	limit.Store(256 << 10) // a request's first 256 KB pass, then the link takes no more of it
 	logged := &testbed.SyncBuffer{}
-	p := NewPrimary(link, func() string { return testToken }, slog.New(slog.NewTextHandler(logged, nil)), PrimaryOptions{Timeout: time.Second})
+	// The call timeout is only the ping's after the cut, which a primary
+	// that answers meets: nothing here waits it out. The send is on the
+	// warm session, so its bound runs out while it is written, not in a
+	// connect or dial a loaded machine made slower than it (the dial's
+	// timeout is an outage: not what this test is about).
+	p := warmed(t, NewPrimary(link, func() string { return testToken }, slog.New(slog.NewTextHandler(logged, nil)), PrimaryOptions{Timeout: time.Minute}), time.Minute)
 	defer p.Close()
 	_, err := sendOwn(p, 12<<20, time.Second)
 	if !errors.Is(err, outbox.ErrNotSent) {
@@ -61,11 +66,8 @@ func TestAWriteToAPrimaryThatStoppedReadingOpensTheBreaker(t *testing.T) {
 	for _, size := range []int{1 << 10, 12 << 20} {
 		_, srv := startPrimary(t)
 		link, limit := stallLink(t, srv.URL())
-		p := NewPrimary(link, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 500 * time.Millisecond, Probe: time.Hour})
+		p := warmed(t, NewPrimary(link, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: time.Minute, Probe: time.Hour}), 500*time.Millisecond)
 		defer p.Close()
-		if _, err := p.Call(context.Background(), statusCall(), false); err != nil {
-			t.Fatal(err)
-		}
 		limit.Store(0) // from now on, nothing more of any request passes
 		if _, err := sendOwn(p, size, time.Second); err == nil {
 			t.Fatalf("%d bytes: a write to a hung primary answered", size)
@@ -97,6 +99,20 @@ func TestAWriteWhoseConnectHangsFailsAtTheCallTimeout(t *testing.T) {
 	if !errors.Is(err, outbox.ErrNotSent) || p.Up() {
 		t.Errorf("a write whose connect hung: %v (up %v), want not sent and the breaker open", err, p.Up())
 	}
+}
+
+// warmed is p connected, by a status call under its own call timeout (as
+// long as a loaded machine needs), then given timeout: what a test times
+// is what follows, not the connect, which overran 300-500 ms under load
+// on two busy cores. Nothing else of p runs yet to read the timeout.
+func warmed(t *testing.T, p *Primary, timeout time.Duration) *Primary {
+	t.Helper()
+	if _, err := p.Call(context.Background(), statusCall(), false); err != nil {
+		p.Close()
+		t.Fatalf("the primary's first status call: %v", err)
+	}
+	p.o.Timeout = timeout
+	return p
 }
 
 func statusCall() *mcp.CallToolParams {
