@@ -31,17 +31,18 @@ import (
 func TestAWriteCutWhileStillBeingWrittenLeavesThePrimaryUp(t *testing.T) {
 	t.Parallel()
 	_, srv := startPrimary(t)
-	link, limit := stallLink(t, srv.URL())
+	stalled := make(chan struct{})
+	link, limit := stallLink(t, srv.URL(), sync.OnceFunc(func() { close(stalled) }))
 	limit.Store(256 << 10) // a request's first 256 KB pass, then the link takes no more of it
 	logged := &testbed.SyncBuffer{}
-	// The call timeout is only the ping's after the cut, which a primary
-	// that answers meets: nothing here waits it out. The send is on the
-	// warm session, so its bound runs out while it is written, not in a
-	// connect or dial a loaded machine made slower than it (the dial's
-	// timeout is an outage: not what this test is about).
-	p := warmed(t, NewPrimary(link, func() string { return testToken }, slog.New(slog.NewTextHandler(logged, nil)), PrimaryOptions{Timeout: time.Minute}), time.Minute)
+	// No call here is to run out of the call timeout (the ping after the
+	// cut is answered): it is as long as a loaded machine needs. The send's
+	// bound runs out once the link stalled it, while it is written, not
+	// at a wall-clock bound: 1 s ran out on a loaded machine in the dial
+	// before it (a dial that times out is an outage).
+	p := NewPrimary(link, func() string { return testToken }, slog.New(slog.NewTextHandler(logged, nil)), PrimaryOptions{Timeout: time.Minute})
 	defer p.Close()
-	_, err := sendOwn(p, 12<<20, time.Second)
+	_, err := sendOwnBy(ranOut{context.Background(), stalled}, p, checkpoint(12<<20))
 	if !errors.Is(err, outbox.ErrNotSent) {
 		t.Fatalf("a write cut while being written: %v, want not sent", err)
 	}
@@ -65,7 +66,7 @@ func TestAWriteToAPrimaryThatStoppedReadingOpensTheBreaker(t *testing.T) {
 	t.Parallel()
 	for _, size := range []int{1 << 10, 12 << 20} {
 		_, srv := startPrimary(t)
-		link, limit := stallLink(t, srv.URL())
+		link, limit := stallLink(t, srv.URL(), nil)
 		p := warmed(t, NewPrimary(link, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: time.Minute, Probe: time.Hour}), 500*time.Millisecond)
 		defer p.Close()
 		limit.Store(0) // from now on, nothing more of any request passes
@@ -86,7 +87,7 @@ func TestAWriteToAPrimaryThatStoppedReadingOpensTheBreaker(t *testing.T) {
 func TestAWriteWhoseConnectHangsFailsAtTheCallTimeout(t *testing.T) {
 	t.Parallel()
 	_, srv := startPrimary(t)
-	link, limit := stallLink(t, srv.URL())
+	link, limit := stallLink(t, srv.URL(), nil)
 	limit.Store(0)
 	const timeout = 300 * time.Millisecond
 	p := NewPrimary(link, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: timeout, Probe: time.Hour})
@@ -121,24 +122,33 @@ func statusCall() *mcp.CallToolParams {
 
 // sendOwn sends an add_drawer of size bytes of content as the outbox
 // sends an op's own write: through the flush target, with its op id and
-// bound.
+// bound (from when the content is made).
 func sendOwn(p *Primary, size int, bound time.Duration) (map[string]any, error) {
-	args, err := json.Marshal(map[string]any{"wing": "w", "room": "r", "content": strings.Repeat("checkpoint line ", size/16)})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(outbox.WithOpID(context.Background(), "0123456789abcdef0123456789abcdef"), bound)
+	args := checkpoint(size)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	return FlushTarget(p).Call(ctx, "mempalace_add_drawer", args)
+	return sendOwnBy(ctx, p, args)
+}
+
+// sendOwnBy is sendOwn of args bounded by ctx's deadline.
+func sendOwnBy(ctx context.Context, p *Primary, args json.RawMessage) (map[string]any, error) {
+	return FlushTarget(p).Call(outbox.WithOpID(ctx, "0123456789abcdef0123456789abcdef"), "mempalace_add_drawer", args)
+}
+
+// checkpoint is an add_drawer's arguments with size bytes of content.
+func checkpoint(size int) json.RawMessage {
+	args, _ := json.Marshal(map[string]any{"wing": "w", "room": "r", "content": strings.Repeat("checkpoint line ", size/16)}) // strings always marshal
+	return args
 }
 
 // stallLink is a TCP relay to target's host that passes each connection's
 // request bytes on until limit of them have passed, then stops reading it
 // (a link that takes no more, or a primary that stopped reading);
 // answers pass as they come. limit (no limit until set) is read at every
-// read: lowering it stalls the connections open already too. It returns
-// target's URL through the relay.
-func stallLink(t *testing.T, target string) (string, *atomic.Int64) {
+// read: lowering it stalls the connections open already too. stalled
+// (if not nil) is called when a request stalls after some of it passed.
+// It returns target's URL through the relay.
+func stallLink(t *testing.T, target string, stalled func()) (string, *atomic.Int64) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -159,7 +169,7 @@ func stallLink(t *testing.T, target string) (string, *atomic.Int64) {
 			if err != nil {
 				return // the listener closed at the test's end
 			}
-			wg.Go(func() { relayUpTo(ctx, c, to, &limit) })
+			wg.Go(func() { relayUpTo(ctx, c, to, &limit, stalled) })
 		}
 	})
 	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
@@ -168,9 +178,9 @@ func stallLink(t *testing.T, target string) (string, *atomic.Int64) {
 }
 
 // relayUpTo relays one connection, the request's bytes up to limit; the
-// Host header is rewritten to name to (as relaySlowly). It returns when
-// the connection ended, or ctx did.
-func relayUpTo(ctx context.Context, c net.Conn, to string, limit *atomic.Int64) {
+// Host header is rewritten to name to (as relaySlowly); stalled as
+// stallLink's. It returns when the connection ended, or ctx did.
+func relayUpTo(ctx context.Context, c net.Conn, to string, limit *atomic.Int64, stalled func()) {
 	defer c.Close() // the relay is over
 	from, into := []byte("\r\nHost: "+c.LocalAddr().String()+"\r\n"), []byte("\r\nHost: "+to+"\r\n")
 	up, err := net.DialTimeout("tcp", to, 5*time.Second)
@@ -188,6 +198,9 @@ func relayUpTo(ctx context.Context, c net.Conn, to string, limit *atomic.Int64) 
 	buf := make([]byte, 32<<10)
 	for passed := int64(0); ; {
 		if limit.Load() <= passed {
+			if stalled != nil && passed > 0 {
+				stalled()
+			}
 			<-ctx.Done() // stalled: nothing more is read
 			return
 		}
