@@ -103,6 +103,11 @@ type Config struct {
 	// its input is closed, and again after SIGTERM (0: childExitWait);
 	// tests that stop a hung server set it short.
 	childExitWait time.Duration
+	// trustWait bounds how long after the edge starts an initialize
+	// answered from a kept view waits to hear the device's trusted set (0:
+	// wakeTrustWait); tests that mean the header, not the bound, set it
+	// long.
+	trustWait time.Duration
 	// childMaxMessage bounds a line from the local palace server (0:
 	// maxChildMessage); tests set smaller.
 	childMaxMessage int

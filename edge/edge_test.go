@@ -92,6 +92,9 @@ type harnessOpts struct {
 	// childExitWait: Config's (default: the edge's); short where the test
 	// stops a local palace that is still at a call it never answers.
 	childExitWait time.Duration
+	// trustWait: Config's (default: the edge's wakeTrustWait); long where
+	// the test means the device header a kept view waits for, not the bound.
+	trustWait time.Duration
 	// childMaxMessage: Config's (default: the edge's 64 MiB).
 	childMaxMessage int
 	// primaryMaxAnswer: Config's (default: the edge's 64 MiB).
@@ -140,7 +143,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		cfg.CallTimeout = o.timeout
 	}
 	cfg.GrantAsk, cfg.Lease = o.grantAsk, o.lease
-	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.WriteBound, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.writeBound, o.childExitWait
+	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.WriteBound, cfg.childExitWait, cfg.trustWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.writeBound, o.childExitWait, o.trustWait
 	cfg.childMaxMessage, cfg.primaryMaxAnswer = o.childMaxMessage, o.primaryMaxAnswer
 	switch {
 	case o.primaryURL != "":

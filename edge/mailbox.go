@@ -25,7 +25,7 @@ import (
 func (e *Edge) addMailbox() {
 	e.box = &mailbox.Mailbox{Src: e, Wait: e.cfg.CallTimeout}
 	if e.cfg.Identity != "" {
-		e.wk = newWake(e.cfg.WakeWait)
+		e.wk = newWake(e.cfg.WakeWait, e.cfg.trustWait)
 	}
 	var schema map[string]any
 	json.Unmarshal([]byte(mailbox.InputSchema), &schema) // a constant, parsed in the mailbox package's tests

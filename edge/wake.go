@@ -99,7 +99,7 @@ type wake struct {
 	failed     bool            // this process's last read of the log failed (the view, if any, is older)
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
-	trustBy    time.Time       // and for the device header until then (the edge's start + wakeTrustWait)
+	trustBy    time.Time       // and for the device header until then (the edge's start + Config.trustWait)
 	// replies are the agent's replies the edge took since the last read
 	// of the log that succeeded began (refreshOwed, one at a time): that
 	// read, and the one out now, may not count them (sent after it read
@@ -112,9 +112,11 @@ type wake struct {
 	keep sync.Mutex
 }
 
-func newWake(wait time.Duration) *wake {
+// newWake is a wake whose initialize waits up to wait for the first read,
+// trustWait (0: wakeTrustWait) for the device header.
+func newWake(wait, trustWait time.Duration) *wake {
 	now := time.Now()
-	return &wake{told: map[string]bool{}, first: make(chan struct{}), deadline: now.Add(wait), trustBy: now.Add(wakeTrustWait)}
+	return &wake{told: map[string]bool{}, first: make(chan struct{}), deadline: now.Add(wait), trustBy: now.Add(cmp.Or(trustWait, wakeTrustWait))}
 }
 
 // watchOwed keeps the view (loadOwed gave it the kept one): a read now

@@ -329,7 +329,7 @@ func wakeFollowsATrustChange(t *testing.T, change func(*gateway.Config)) {
 		t.Fatal(err)
 	}
 
-	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: holdingProxy(t, url), token: tokens["desk-9b21"]})
+	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: holdingProxy(t, url), token: tokens["desk-9b21"], trustWait: time.Minute}) // the header, not the bound: TestWakeTrustsAnAttributedAskOnlyWithItsJoiner
 	if in := instructionsOf(h2); strings.Contains(in, fromLaptop) || !strings.Contains(in, fromOps) || !strings.Contains(in, "owes 1 ask ") {
 		t.Errorf("after the change, the next session was told:\n%s", in)
 	}

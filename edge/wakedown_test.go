@@ -58,7 +58,7 @@ func TestAWakeWithThePrimaryRefusingLateSaysItIsNotReachable(t *testing.T) {
 	t.Parallel()
 	for _, kept := range []bool{true, false} {
 		e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			wk: newWake(0), remote: refusingLate{looks: new(atomic.Int32)}}
+			wk: newWake(0, 0), remote: refusingLate{looks: new(atomic.Int32)}}
 		if kept {
 			e.wk.view = owedView{At: time.Now().Add(-time.Hour), Asks: []owedAsk{}}
 		}
@@ -153,7 +153,7 @@ func (r failedBehindGateway) State() string {
 func TestAWakeBehindAGatewayAnswering503SaysThePrimaryIsNotReachable(t *testing.T) {
 	t.Parallel()
 	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		wk: newWake(0), remote: failedBehindGateway{looks: new(atomic.Int32)}}
+		wk: newWake(0, 0), remote: failedBehindGateway{looks: new(atomic.Int32)}}
 	e.wk.view = owedView{At: time.Now().Add(-time.Hour), Asks: []owedAsk{}}
 	if in := e.wakeInstructions(context.Background()); !strings.Contains(in, "not reachable now") || strings.Contains(in, "notes") {
 		t.Errorf("the session start behind a gateway answering 503 says\n%s", in)
@@ -176,7 +176,7 @@ func TestAKeptViewIsReadAgainForEachAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ob.Close() })
-		e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0), outbox: ob}
+		e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0, 0), outbox: ob}
 		e.loadOwed(ctx)
 		return e
 	}
@@ -216,7 +216,7 @@ func TestAKeptViewDoesNotTakeBackAnAskThisSessionAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ob.Close() })
-	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0), outbox: ob,
+	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0, 0), outbox: ob,
 		box: &mailbox.Mailbox{Src: downSource{}}}
 	e.wk.view = owedView{At: time.Now().Add(-time.Minute), Asks: []owedAsk{
 		{ID: "evt_a", Line: "evt_a: task.request from pi@laptop: answered", Stream: "devbox", Sender: "pi@laptop"},
@@ -273,7 +273,7 @@ func TestAWakeBehindAGatewayAnsweringDiscovery200AndInitialize503(t *testing.T) 
 	p := NewPrimary(srv.URL+"/mcp", func() string { return "tok" }, slog.New(slog.DiscardHandler),
 		PrimaryOptions{Timeout: 5 * time.Second, Probe: time.Minute, Quiet: true})
 	defer p.Close()
-	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0), remote: p}
+	e := &Edge{cfg: Config{Identity: "opencode@edge-test"}, log: slog.New(slog.DiscardHandler), wk: newWake(0, 0), remote: p}
 	e.wk.view = owedView{At: time.Now().Add(-time.Hour), Asks: []owedAsk{{ID: "evt_a", Line: "evt_a: task.request from pi@laptop: x", Sender: "pi@laptop"}}}
 	go p.Call(context.Background(), &mcp.CallToolParams{Name: "mempalace_event_list"}, false) // the first read
 	if in := e.wakeInstructions(context.Background()); !strings.Contains(in, "not reachable now") || strings.Contains(in, "notes") {
