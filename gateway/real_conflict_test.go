@@ -72,9 +72,10 @@ func TestRealTheBaseOfALocalTextMatchesThePrimarys(t *testing.T) {
 	if _, _, err := ob.Drop(context.Background(), o.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "laptop's palace taking ops's text", func() bool {
-		return edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": id})["content"] == "ops's second edit"
-	})
+	settledNotes(t, ob) // laptop's palace took ops's text (a read before shows the primary's text already)
+	if got := edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": id})["content"]; got != "ops's second edit" {
+		t.Fatalf("laptop's read after the take: %q", got)
+	}
 	if o = settled(edgeCall(t, s, "update_drawer", map[string]any{"drawer_id": id, "content": "laptop's edit after the drop"})); o.State != outbox.Done || onPrimary(id) != "laptop's edit after the drop" {
 		t.Fatalf("laptop's edit after the drop: %s %s, primary %q", o.State, o.Error, onPrimary(id))
 	}
