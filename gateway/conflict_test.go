@@ -309,12 +309,7 @@ func TestADropIsTakenBeforeTheNextEdgesFirstAnswer(t *testing.T) {
 // with nothing to say so.
 func TestAnUntakenDropIsMarkedUntilThePrimaryAnswers(t *testing.T) {
 	t.Parallel()
-	st := aStaleEdit(t, devices)
-	st.stopLaptop(t)
-	st.sw.down()
-	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
-		t.Fatal(err)
-	}
+	st := aDropWhileDown(t)
 	next, log := st.loggedEdge(t)
 	reads := func() []map[string]any {
 		one := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})
@@ -418,6 +413,19 @@ func tookDesk(t *testing.T, s *mcp.ClientSession, id string) bool {
 	return res["content"] == "drawer ten: DESK version" && o["palace"] == "local"
 }
 
+// aDropWhileDown is aStaleEdit with laptop's edge stopped, the primary
+// down and laptop's refused edit dropped (edge outbox drop).
+func aDropWhileDown(t *testing.T) staleEdit {
+	t.Helper()
+	st := aStaleEdit(t, devices)
+	st.stopLaptop(t)
+	st.sw.down()
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // stopLaptop stops laptop's edge.
 func (st staleEdit) stopLaptop(t *testing.T) {
 	t.Helper()
@@ -515,12 +523,7 @@ func TestADropSeenLockedIsTakenLater(t *testing.T) {
 // goroutine that sends the kept deletes.
 func TestADropSeenWhileThePrimaryIsDownWaitsForIt(t *testing.T) {
 	t.Parallel()
-	st := aStaleEdit(t, devices)
-	st.stopLaptop(t)
-	st.sw.down()
-	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
-		t.Fatal(err)
-	}
+	st := aDropWhileDown(t)
 	s, log := st.loggedEdge(t)
 	const asked = "not read on the primary"
 	waitUntil(t, "the drop's drawer asked of the primary", func() bool { return strings.Contains(log.String(), asked) })

@@ -19,12 +19,7 @@ import (
 // the untaken ones by its id alone.
 func TestAnOwnEditAfterADropIsReadAsItsOwn(t *testing.T) {
 	t.Parallel()
-	st := aStaleEdit(t, devices)
-	st.stopLaptop(t)
-	st.sw.down()
-	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
-		t.Fatal(err)
-	}
+	st := aDropWhileDown(t)
 	const own = "drawer ten: LAPTOP NEW own edit"
 	st.laptop, _ = st.loggedEdge(t)
 	if res := edgeCall(t, st.laptop, "update_drawer", map[string]any{"drawer_id": st.id, "content": own}); replication(res) != "queued" {
