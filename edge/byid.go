@@ -99,7 +99,7 @@ func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult
 	var empty bool
 	switch {
 	case busy != nil:
-	case !e.lacksLocally(res) && e.isUntaken(id, gjson.Get(resultText(res), "content").String()):
+	case !e.lacksLocally(res) && e.isUntaken(id, func() string { return gjson.Get(resultText(res), "content").String() }):
 		return e.untakenRead(ctx, c, res, id)
 	case !e.lacksLocally(res):
 		return e.marks().tookOnly().result(res, c.tool.Records, origin.PalaceLocal)
@@ -199,7 +199,7 @@ func (e *Edge) sortSlots(ctx context.Context, ids []string, slots []json.RawMess
 	dead, mk := e.tombstones(ctx).drawers, e.marks().tookOnly()
 	for i, id := range ids {
 		if slots[i] != nil && !gjson.GetBytes(slots[i], "error").Exists() {
-			if e.isUntaken(id, gjson.GetBytes(slots[i], "content").String()) {
+			if e.isUntaken(id, func() string { return gjson.GetBytes(slots[i], "content").String() }) {
 				sl.untaken, sl.untakenAt = append(sl.untaken, id), append(sl.untakenAt, i)
 			}
 			if marked := mk.text(string(slots[i]), catalogue.RecordDrawer, origin.PalaceLocal); marked != string(slots[i]) {

@@ -160,16 +160,16 @@ func without[V any](p *atomic.Pointer[map[string]V], id string) {
 }
 
 // isUntaken reports whether drawer id's dropped edit waits for its take
-// and local, the local palace's text of it, is still that edit's (as
-// takeTheirsOf checks): a later edit of this device's is its own, which
-// the take leaves as it is.
-func (e *Edge) isUntaken(id, local string) bool {
+// and local(), the local palace's text of it (read only then), is still
+// that edit's (as takeTheirsOf checks): a later edit of this device's is
+// its own, which the take leaves as it is.
+func (e *Edge) isUntaken(id string, local func() string) bool {
 	u := e.untaken.Load()
 	if u == nil {
 		return false
 	}
 	base, ok := (*u)[id]
-	return ok && origin.Base(local) == base
+	return ok && origin.Base(local()) == base
 }
 
 // keepsOwn reports whether the primary's answer of one drawer (answer: a
